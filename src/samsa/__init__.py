@@ -1,0 +1,7 @@
+"""samsa: a streaming platform in Python that speaks the Apache Kafka wire protocol."""
+
+from samsa.errors import KafkaError, SamsaError
+
+__version__ = "0.1.0"
+
+__all__ = ["KafkaError", "SamsaError", "__version__"]

@@ -1,0 +1,133 @@
+"""Kafka's record compression codecs, through maintained packages.
+
+gzip (zlib), snappy (cramjam; Kafka's Java client frames it the xerial way,
+librdkafka writes it raw — both are read, xerial is written), lz4 (the LZ4
+frame format, KIP-57) and zstd (zstandard). Decompression is bounded: a
+batch never inflates past ``max_size`` bytes, so a small hostile batch cannot
+make the reader allocate gigabytes.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+from typing import Final
+
+import cramjam
+import lz4.frame
+import zstandard
+
+from samsa.errors import CompressionError
+from samsa.records.batch import CompressionType
+
+DEFAULT_MAX_DECOMPRESSED: Final = 256 * 1024 * 1024
+
+XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
+_XERIAL_HEADER: Final = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK: Final = 32 * 1024
+_U32 = struct.Struct(">I")
+
+_zstd_compressor = zstandard.ZstdCompressor(level=3)
+_zstd_decompressor = zstandard.ZstdDecompressor()
+
+
+def compress(codec: CompressionType, data: bytes | bytearray | memoryview) -> bytes:
+    """Compress a records section with ``codec`` as Kafka's Java producer would."""
+    if codec is CompressionType.NONE:
+        return bytes(data)
+    if codec is CompressionType.GZIP:
+        c = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        return c.compress(data) + c.flush()
+    if codec is CompressionType.SNAPPY:
+        return _xerial_compress(memoryview(data))
+    if codec is CompressionType.LZ4:
+        return bytes(
+            lz4.frame.compress(
+                bytes(data), block_size=lz4.frame.BLOCKSIZE_MAX64KB, content_checksum=False
+            )
+        )
+    if codec is CompressionType.ZSTD:
+        return bytes(_zstd_compressor.compress(data))
+    raise CompressionError(f"unknown compression codec {codec!r}")
+
+
+def decompress(
+    codec: CompressionType,
+    data: bytes | bytearray | memoryview,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED,
+) -> bytes:
+    """Inflate a records section; raise :class:`CompressionError` on bad input or past max_size."""
+    try:
+        if codec is CompressionType.NONE:
+            out = bytes(data)
+        elif codec is CompressionType.GZIP:
+            out = _gunzip(data, max_size)
+        elif codec is CompressionType.SNAPPY:
+            view = memoryview(data)
+            if bytes(view[: len(XERIAL_MAGIC)]) == XERIAL_MAGIC:
+                out = _xerial_decompress(view, max_size)
+            else:
+                out = _snappy_raw(view, max_size)
+        elif codec is CompressionType.LZ4:
+            d = lz4.frame.LZ4FrameDecompressor()
+            out = d.decompress(bytes(data), max_length=max_size + 1)
+            if len(out) <= max_size and not d.eof:
+                raise CompressionError("lz4 frame is truncated")
+        elif codec is CompressionType.ZSTD:
+            with _zstd_decompressor.stream_reader(io.BytesIO(data)) as reader:
+                out = reader.read(max_size + 1)
+        else:
+            raise CompressionError(f"unknown compression codec {codec!r}")
+    except CompressionError:
+        raise
+    except Exception as exc:  # each codec raises its own types; all mean "bad input"
+        raise CompressionError(f"{codec.name.lower()} data is corrupt: {exc}") from exc
+    if len(out) > max_size:
+        raise CompressionError(
+            f"{codec.name.lower()} data inflates past the limit of {max_size} bytes"
+        )
+    return out
+
+
+def _gunzip(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    out = d.decompress(data, max_size + 1)
+    if len(out) <= max_size and not d.eof:
+        raise CompressionError("gzip stream is truncated")
+    return out
+
+
+def _snappy_raw(data: memoryview, max_size: int) -> bytes:
+    declared = int(cramjam.snappy.decompress_raw_len(bytes(data)))
+    if declared > max_size:
+        raise CompressionError(f"snappy block declares {declared} bytes, past {max_size}")
+    return bytes(cramjam.snappy.decompress_raw(bytes(data)))
+
+
+def _xerial_compress(data: memoryview) -> bytes:
+    out = bytearray(_XERIAL_HEADER)
+    for start in range(0, len(data), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(bytes(data[start : start + _XERIAL_BLOCK])))
+        out += _U32.pack(len(block))
+        out += block
+    return bytes(out)
+
+
+def _xerial_decompress(data: memoryview, max_size: int) -> bytes:
+    pos = len(_XERIAL_HEADER)
+    if len(data) < pos:
+        raise CompressionError("xerial snappy header is truncated")
+    out = bytearray()
+    while pos < len(data):
+        if len(data) - pos < 4:
+            raise CompressionError("xerial snappy block length is truncated")
+        (length,) = _U32.unpack_from(data, pos)
+        pos += 4
+        if length > len(data) - pos:
+            raise CompressionError(
+                f"xerial snappy block declares {length} bytes, {len(data) - pos} follow"
+            )
+        out += _snappy_raw(data[pos : pos + length], max_size - len(out))
+        pos += length
+    return bytes(out)

@@ -1,0 +1,58 @@
+"""Zig-zag varints as Kafka's record format uses them (protobuf's sint32/sint64)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from samsa.errors import CorruptRecordError
+
+MAX_VARINT_BYTES: Final = 5
+MAX_VARLONG_BYTES: Final = 10
+
+# Small values dominate (lengths, deltas); their encodings are precomputed.
+_SMALL: Final = tuple(bytes((((v << 1) ^ (v >> 63)),)) for v in range(-64, 64))
+
+
+def size_of_varint(value: int) -> int:
+    """Bytes :func:`encode_varint` writes for ``value``."""
+    v = (value << 1) ^ (value >> 63)
+    size = 1
+    while v >= 0x80:
+        v >>= 7
+        size += 1
+    return size
+
+
+def encode_varint(value: int) -> bytes:
+    """Zig-zag encode a signed 64-bit integer."""
+    if -64 <= value < 64:
+        return _SMALL[value + 64]
+    v = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def decode_varint(
+    buf: bytes | bytearray | memoryview, pos: int, max_bytes: int = MAX_VARLONG_BYTES
+) -> tuple[int, int]:
+    """Decode a zig-zag varint at ``buf[pos]``; return ``(value, position after it)``.
+
+    Raises :class:`CorruptRecordError` if the buffer ends inside the varint or it
+    is longer than ``max_bytes`` (5 for a varint, 10 for a varlong).
+    """
+    end = len(buf)
+    result = 0
+    shift = 0
+    for i in range(max_bytes):
+        if pos + i >= end:
+            raise CorruptRecordError(f"varint at byte {pos} runs past the end of the buffer")
+        b = buf[pos + i]
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos + i + 1
+        shift += 7
+    raise CorruptRecordError(f"varint at byte {pos} is longer than {max_bytes} bytes")
