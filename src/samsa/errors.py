@@ -14,6 +14,7 @@ Every exception samsa raises derives from :class:`SamsaError`::
         ├── CorruptRecordError               2  CORRUPT_MESSAGE (CRC, magic or size is wrong)
         ├── OffsetOutOfRangeError            1  OFFSET_OUT_OF_RANGE
         ├── MessageTooLargeError            10  MESSAGE_TOO_LARGE
+        ├── InvalidTimestampError           32  INVALID_TIMESTAMP
         ├── InvalidRecordError              87  INVALID_RECORD
         ├── UnsupportedCompressionTypeError 76  UNSUPPORTED_COMPRESSION_TYPE
         ├── KafkaStorageError               56  KAFKA_STORAGE_ERROR
@@ -94,6 +95,13 @@ class MessageTooLargeError(KafkaError):
 
     code = 10
     name = "MESSAGE_TOO_LARGE"
+
+
+class InvalidTimestampError(KafkaError):
+    """Raised when a batch's timestamps are further from now than the topic allows."""
+
+    code = 32
+    name = "INVALID_TIMESTAMP"
 
 
 class KafkaStorageError(KafkaError):
@@ -196,7 +204,7 @@ _CODES: tuple[tuple[int, str, bool, bool], ...] = (
     (72, "LISTENER_NOT_FOUND", True, True),
     (73, "TOPIC_DELETION_DISABLED", False, False),
     (74, "FENCED_LEADER_EPOCH", True, True),
-    (75, "UNKNOWN_LEADER_EPOCH", True, True),
+    (75, "UNKNOWN_LEADER_EPOCH", True, False),
     (76, "UNSUPPORTED_COMPRESSION_TYPE", False, False),
     (77, "STALE_BROKER_EPOCH", False, False),
     (78, "OFFSET_NOT_AVAILABLE", True, False),
@@ -255,7 +263,7 @@ _BY_CODE: dict[int, type[KafkaError]] = {}
 
 
 def _class_name(kafka_name: str) -> str:
-    words = kafka_name.removesuffix("_EXCEPTION").split("_")
+    words = kafka_name.removesuffix("_EXCEPTION").removesuffix("_ERROR").split("_")
     return "".join(word.capitalize() for word in words) + "Error"
 
 
@@ -267,6 +275,7 @@ def _register() -> None:
             OffsetOutOfRangeError,
             CorruptRecordError,
             MessageTooLargeError,
+            InvalidTimestampError,
             KafkaStorageError,
             UnsupportedCompressionTypeError,
             InvalidRecordError,

@@ -27,6 +27,9 @@ XERIAL_MAGIC: Final = b"\x82SNAPPY\x00"
 _XERIAL_HEADER: Final = XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK: Final = 32 * 1024
 _U32 = struct.Struct(">I")
+# lz4 and zstd reserve the whole output size a read asks for: reading in steps
+# keeps a 1 KiB batch from reserving ``max_size`` bytes (256 MiB by default).
+_OUTPUT_STEP: Final = 1024 * 1024
 
 _zstd_compressor = zstandard.ZstdCompressor(level=3)
 _zstd_decompressor = zstandard.ZstdDecompressor()
@@ -70,13 +73,9 @@ def decompress(
             else:
                 out = _snappy_raw(view, max_size)
         elif codec is CompressionType.LZ4:
-            d = lz4.frame.LZ4FrameDecompressor()
-            out = d.decompress(bytes(data), max_length=max_size + 1)
-            if len(out) <= max_size and not d.eof:
-                raise CompressionError("lz4 frame is truncated")
+            out = _lz4_frame(data, max_size)
         elif codec is CompressionType.ZSTD:
-            with _zstd_decompressor.stream_reader(io.BytesIO(data)) as reader:
-                out = reader.read(max_size + 1)
+            out = _zstd_frame(data, max_size)
         else:
             raise CompressionError(f"unknown compression codec {codec!r}")
     except CompressionError:
@@ -96,6 +95,34 @@ def _gunzip(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
     if len(out) <= max_size and not d.eof:
         raise CompressionError("gzip stream is truncated")
     return out
+
+
+def _lz4_frame(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    d = lz4.frame.LZ4FrameDecompressor()
+    parts = [d.decompress(bytes(data), max_length=min(_OUTPUT_STEP, max_size + 1))]
+    size = len(parts[0])
+    while size <= max_size and not d.eof and not d.needs_input:
+        part = d.decompress(b"", max_length=min(_OUTPUT_STEP, max_size + 1 - size))
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    if size <= max_size and not d.eof:
+        raise CompressionError("lz4 frame is truncated")
+    return b"".join(parts)
+
+
+def _zstd_frame(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    with _zstd_decompressor.stream_reader(io.BytesIO(data)) as reader:
+        while size <= max_size:
+            part = reader.read(min(_OUTPUT_STEP, max_size + 1 - size))
+            if not part:
+                break
+            parts.append(part)
+            size += len(part)
+    return b"".join(parts)
 
 
 def _snappy_raw(data: memoryview, max_size: int) -> bytes:

@@ -1,0 +1,300 @@
+"""Sparse offset and time indexes of one segment, memory-mapped like Kafka's.
+
+``.index`` entries are 8 bytes, ``(relative offset u32, file position u32)``;
+``.timeindex`` entries are 12 bytes, ``(timestamp i64, relative offset u32)``;
+both big-endian, both strictly increasing in their key. A writable index is
+pre-allocated to ``segment.index.bytes`` and trimmed to its entries when the
+segment rolls or closes, so after a crash the file may end in zeros: the
+number of entries is found by binary search for the first zero key after
+entry 0 (keys after entry 0 are never 0), not trusted from the file size.
+
+Lookups return the greatest entry at or below a target, by binary search.
+Not thread-safe: the owning segment serialises appends; ``flush`` may run on a
+worker thread while the owner appends, which mmap allows.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import ClassVar
+
+from samsa.errors import LogClosedError, StorageError
+
+
+class IndexFullError(StorageError):
+    """Raised when an index has no room for another entry; its segment must roll."""
+
+
+class IndexCorruptError(StorageError):
+    """Raised by :meth:`SparseIndex.sanity_check` when an index cannot be trusted."""
+
+
+class SparseIndex:
+    """Shared machinery of the offset and time indexes (fixed-size entries, binary search)."""
+
+    ENTRY: ClassVar[struct.Struct]
+
+    def __init__(self, path: Path, base_offset: int, max_index_size: int, writable: bool) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.writable = writable
+        entry_size = self.ENTRY.size
+        self._max_entries = max(max_index_size // entry_size, 1)
+        fd = os.open(path, (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY, 0o644)
+        try:
+            file_size = os.fstat(fd).st_size
+            if file_size % entry_size:
+                # A torn last entry: drop it; recovery rebuilds the index if it matters.
+                file_size -= file_size % entry_size
+            if writable:
+                length = max(file_size, self._max_entries * entry_size)
+                os.ftruncate(fd, length)
+            else:
+                length = file_size
+            self._mmap: mmap.mmap | None = (
+                mmap.mmap(fd, length, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+                if length
+                else None
+            )
+        finally:
+            os.close(fd)
+        self._capacity = length // entry_size
+        self._entries = self._count_entries(file_size // entry_size)
+        self._closed = False
+
+    # -- keys -------------------------------------------------------------
+    def _key_at(self, n: int) -> int:
+        raise NotImplementedError
+
+    def _count_entries(self, upper: int) -> int:
+        """Entries actually written among the first ``upper`` slots.
+
+        Written entries are never all zero bytes (an offset index entry always has a
+        position > 0; time index keys are increasing and >= 0), and padding is all
+        zero, so the count is the first all-zero slot, found by binary search.
+        """
+        if self._mmap is None:
+            return 0
+        size = self.ENTRY.size
+        zero = bytes(size)
+        lo, hi = 0, upper
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._mmap[mid * size : (mid + 1) * size] == zero:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    # -- public -----------------------------------------------------------
+    @property
+    def entries(self) -> int:
+        return self._entries
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    @property
+    def size_bytes(self) -> int:
+        return self._entries * self.ENTRY.size
+
+    def _search(self, target_key: int) -> int:
+        """Slot of the greatest entry whose key is <= ``target_key``, or -1."""
+        self._check_open()
+        lo, hi = 0, self._entries - 1
+        if hi < 0 or self._key_at(0) > target_key:
+            return -1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._key_at(mid) <= target_key:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _write(self, *fields: int) -> None:
+        self._check_open()
+        if not self.writable:
+            raise StorageError(f"index {self.path} is read-only")
+        if self._entries >= self._max_entries:
+            raise IndexFullError(f"index {self.path} is full ({self._entries} entries)")
+        if self._entries >= self._capacity:
+            self._resize(self._max_entries)
+        assert self._mmap is not None
+        self.ENTRY.pack_into(self._mmap, self._entries * self.ENTRY.size, *fields)
+        self._entries += 1
+
+    def truncate_to_entries(self, n: int) -> None:
+        """Keep the first ``n`` entries, zeroing the rest of the written area."""
+        self._check_open()
+        n = max(0, min(n, self._entries))
+        if self._mmap is not None and self.writable:
+            start, end = n * self.ENTRY.size, self._entries * self.ENTRY.size
+            self._mmap[start:end] = bytes(end - start)
+        self._entries = n
+
+    def reset(self) -> None:
+        """Drop every entry (before a rebuild)."""
+        self.truncate_to_entries(0)
+
+    def trim_to_valid_size(self) -> None:
+        """Shrink the file to its entries (on roll and close)."""
+        if self.writable:
+            self._resize(self._entries)
+
+    def expand_to_max(self) -> None:
+        """Grow the file back to ``segment.index.bytes`` (when a segment becomes active again)."""
+        if self.writable:
+            self._resize(self._max_entries)
+
+    def _resize(self, slots: int) -> None:
+        self._check_open()
+        if self._mmap is not None:
+            self._mmap.flush()
+            self._mmap.close()
+            self._mmap = None
+        length = slots * self.ENTRY.size
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.ftruncate(fd, length)
+            if length:
+                self._mmap = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        self._capacity = slots
+
+    def flush(self) -> None:
+        """msync the mapping (blocking: run it off the event loop)."""
+        if self._mmap is not None and self.writable and not self._closed:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.trim_to_valid_size()
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+        self._closed = True
+
+    def rename_to(self, path: Path) -> None:
+        os.replace(self.path, path)
+        self.path = path
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"index {self.path} is closed")
+
+
+class OffsetIndex(SparseIndex):
+    """Maps offsets to positions in the segment's ``.log`` file."""
+
+    ENTRY = struct.Struct(">II")
+
+    def _key_at(self, n: int) -> int:
+        assert self._mmap is not None
+        return int(self.ENTRY.unpack_from(self._mmap, n * 8)[0])
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """Entry ``n`` as ``(absolute offset, position)``."""
+        self._check_open()
+        assert self._mmap is not None and 0 <= n < self._entries
+        relative, position = self.ENTRY.unpack_from(self._mmap, n * 8)
+        return self.base_offset + relative, position
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        """The last entry, or ``(base_offset, 0)`` when empty."""
+        return self.entry(self._entries - 1) if self._entries else (self.base_offset, 0)
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """Greatest entry with offset <= ``offset``; ``(base_offset, 0)`` if there is none."""
+        slot = self._search(offset - self.base_offset)
+        return (self.base_offset, 0) if slot < 0 else self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        relative = offset - self.base_offset
+        if not 0 <= relative <= 0xFFFFFFFF:
+            raise StorageError(f"offset {offset} does not fit in index based at {self.base_offset}")
+        if self._entries and relative <= self._key_at(self._entries - 1):
+            raise StorageError(
+                f"index entry for offset {offset} is not after {self.last_entry[0]} in {self.path}"
+            )
+        self._write(relative, position)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries for offsets >= ``offset``."""
+        slot = self._search(offset - self.base_offset)
+        keep = slot + 1
+        if keep > 0 and self.entry(slot)[0] >= offset:
+            keep -= 1
+        self.truncate_to_entries(keep)
+
+    def sanity_check(self, log_size: int) -> None:
+        """Raise :class:`IndexCorruptError` if entries go backwards or point past the log."""
+        previous = -1
+        for n in range(self._entries):
+            offset, position = self.entry(n)
+            if offset <= previous or position > log_size:
+                raise IndexCorruptError(f"offset index {self.path} entry {n} is inconsistent")
+            previous = offset
+
+
+class TimeIndex(SparseIndex):
+    """Maps timestamps to the offsets from which to scan for them."""
+
+    ENTRY = struct.Struct(">qI")
+
+    def _key_at(self, n: int) -> int:
+        assert self._mmap is not None
+        return int(self.ENTRY.unpack_from(self._mmap, n * 12)[0])
+
+    def entry(self, n: int) -> tuple[int, int]:
+        """Entry ``n`` as ``(timestamp, absolute offset)``."""
+        self._check_open()
+        assert self._mmap is not None and 0 <= n < self._entries
+        timestamp, relative = self.ENTRY.unpack_from(self._mmap, n * 12)
+        return timestamp, self.base_offset + relative
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        """The last entry, or ``(-1, base_offset)`` when empty."""
+        return self.entry(self._entries - 1) if self._entries else (-1, self.base_offset)
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """Greatest entry with timestamp <= ``timestamp``; ``(-1, base_offset)`` if none."""
+        slot = self._search(timestamp)
+        return (-1, self.base_offset) if slot < 0 else self.entry(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Add an entry if ``timestamp`` is newer than the last one (Kafka's rule)."""
+        if timestamp <= self.last_entry[0]:
+            return
+        if self._entries and offset < self.last_entry[1]:
+            raise StorageError(
+                f"time index entry for {offset} is before {self.last_entry[1]} in {self.path}"
+            )
+        if skip_full_check and self.is_full:
+            # Kafka reserves room for the final entry on roll; overwrite the last one instead.
+            self.truncate_to_entries(self._entries - 1)
+        self._write(timestamp, offset - self.base_offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries for offsets >= ``offset`` (linear from the end; entries are few)."""
+        keep = self._entries
+        while keep and self.entry(keep - 1)[1] >= offset:
+            keep -= 1
+        self.truncate_to_entries(keep)
+
+    def sanity_check(self, log_size: int) -> None:
+        """Raise :class:`IndexCorruptError` if timestamps or offsets go backwards."""
+        previous_ts, previous_offset = -(2**63), -1
+        for n in range(self._entries):
+            timestamp, offset = self.entry(n)
+            if timestamp <= previous_ts or offset < previous_offset:
+                raise IndexCorruptError(f"time index {self.path} entry {n} is inconsistent")
+            previous_ts, previous_offset = timestamp, offset

@@ -1,0 +1,494 @@
+"""A partition's log: ordered segments, offsets, roll, retention, reads and truncation.
+
+The log assigns offsets by rewriting each batch's base offset in place (the
+CRC does not cover it) and appends the producer's bytes unchanged otherwise.
+It tracks the log start offset, the log end offset (LEO), the high watermark
+and the recovery point (everything below it is known to be on disk).
+
+Segments deleted by retention are renamed ``.deleted`` at once and removed
+after ``file.delete.delay.ms``, so a read that already holds a file region
+can still send it.
+
+Not thread-safe: one owner (the partition's writer on the event loop) calls
+every method; only the fsync work of :meth:`flush_segments` may run on a
+worker thread, on segments snapshotted by :meth:`segments_to_flush`.
+Opening a log (and crash recovery) lives in :mod:`samsa.storage.log_loader`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from samsa.errors import OffsetOutOfRangeError, StorageError
+from samsa.records.batch import (
+    NO_TIMESTAMP,
+    RecordBatchView,
+    read_batch,
+)
+from samsa.storage.log_config import LogConfig
+from samsa.storage.segment import (
+    DELETED_SUFFIX,
+    EMPTY_REGION,
+    FetchData,
+    LogOffsetMetadata,
+    LogSegment,
+)
+from samsa.storage.validator import AppendOrigin, validate_batch
+
+Clock = Callable[[], int]
+"""Milliseconds since the epoch; tests inject their own."""
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append did: the offsets it assigned and the timestamps it saw."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int
+    record_count: int
+    valid_bytes: int
+    log_start_offset: int
+
+
+class Log:
+    """An ordered list of segments with one active (last) segment taking appends."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        high_watermark: int | None = None,
+        clock: Clock = wall_clock_ms,
+    ) -> None:
+        if not segments:
+            raise StorageError(f"log {directory} needs at least one segment")
+        self.directory = directory
+        self.config = config
+        self.clock = clock
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        active = segments[-1]
+        self._leo = LogOffsetMetadata(active.read_next_offset(), active.base_offset, active.size)
+        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self.recovery_point = min(recovery_point, self._leo.offset)
+        self._hw = LogOffsetMetadata(self.log_start_offset)
+        self.update_high_watermark(self._leo.offset if high_watermark is None else high_watermark)
+        self.unflushed_messages = 0
+        self.last_flush_ms = clock()
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.on_roll: Callable[[Log, int], None] | None = None
+        """Called with the new segment's base offset after a roll (to flush the old ones)."""
+
+    # -- state ------------------------------------------------------------
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo.offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw.offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log start, LEO]; return it."""
+        offset = max(self.log_start_offset, min(offset, self._leo.offset))
+        if offset == self._leo.offset:
+            self._hw = self._leo
+        else:
+            self._hw = self._offset_metadata(offset)
+        return offset
+
+    def _offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where ``offset`` lives: its batch's position, or the end of the segment before it."""
+        if offset == self._leo.offset:
+            return self._leo
+        segment = self._segment_for(offset) or self._segments[0]
+        found = segment.position_of(offset)
+        if found is not None:
+            return found
+        return LogOffsetMetadata(offset, segment.base_offset, segment.size)
+
+    def _segment_index_for(self, offset: int) -> int:
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    def _segment_for(self, offset: int) -> LogSegment | None:
+        i = self._segment_index_for(offset)
+        return self._segments[i] if i >= 0 else None
+
+    # -- append -----------------------------------------------------------
+    def append_as_leader(
+        self,
+        data: bytearray | memoryview,
+        *,
+        leader_epoch: int = -1,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+    ) -> AppendInfo:
+        """Validate batches, assign their offsets in place, and append them.
+
+        ``data`` must be writable: base offsets (and leader epochs) are rewritten
+        in it. Raises ``CorruptRecordError`` (framing, magic, CRC),
+        ``MessageTooLargeError`` (``max.message.bytes``), ``InvalidRecordError``
+        or ``InvalidTimestampError``; nothing is appended when any batch fails.
+        """
+        now = self.clock()
+        view = memoryview(data)
+        batches = self._checked_batches(view, origin, now)
+        next_offset = self._leo.offset
+        log_append_time = now if self.config.log_append_time else NO_TIMESTAMP
+        for batch in batches:
+            batch.set_base_offset(next_offset)
+            batch.set_partition_leader_epoch(leader_epoch)
+            if log_append_time != NO_TIMESTAMP:
+                batch.set_log_append_time(log_append_time)
+            next_offset = batch.next_offset
+        return self._append(view, batches, log_append_time, now)
+
+    def append_as_follower(self, data: bytearray | memoryview | bytes) -> AppendInfo:
+        """Append batches whose offsets the leader assigned; they must follow the LEO."""
+        now = self.clock()
+        view = memoryview(data)
+        batches = self._checked_batches(view, AppendOrigin.REPLICATION, now)
+        if batches and batches[0].base_offset < self._leo.offset:
+            raise StorageError(
+                f"follower append at offset {batches[0].base_offset} is before the "
+                f"log end offset {self._leo.offset}"
+            )
+        for earlier, later in itertools.pairwise(batches):
+            if later.base_offset <= earlier.last_offset:
+                raise StorageError(f"batch offsets go backwards at {later.base_offset}")
+        return self._append(view, batches, NO_TIMESTAMP, now)
+
+    def _checked_batches(
+        self, view: memoryview, origin: AppendOrigin, now: int
+    ) -> list[RecordBatchView]:
+        batches: list[RecordBatchView] = []
+        position = 0
+        while position < view.nbytes:
+            batch = read_batch(view, position, max_size=self.config.max_message_bytes)
+            batch.validate()
+            validate_batch(batch, self.config, origin, now)
+            batches.append(batch)
+            position += batch.size
+        return batches
+
+    def _append(
+        self, view: memoryview, batches: list[RecordBatchView], log_append_time: int, now: int
+    ) -> AppendInfo:
+        first = self._leo.offset
+        if not batches:
+            return AppendInfo(first, first - 1, NO_TIMESTAMP, first, log_append_time, 0, 0,
+                              self.log_start_offset)  # fmt: skip
+        max_timestamp, offset_of_max = NO_TIMESTAMP, batches[0].base_offset
+        records = 0
+        for batch in batches:
+            if batch.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
+            records += batch.record_count
+        last_offset = batches[-1].last_offset
+        segment = self.active_segment
+        if segment.should_roll(view.nbytes, max_timestamp, last_offset, now):
+            segment = self.roll(batches[0].base_offset)
+        segment.append(view)
+        self._leo = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
+        self.unflushed_messages += records
+        return AppendInfo(
+            first_offset=batches[0].base_offset,
+            last_offset=last_offset,
+            max_timestamp=max_timestamp,
+            offset_of_max_timestamp=offset_of_max,
+            log_append_time=log_append_time,
+            record_count=records,
+            valid_bytes=view.nbytes,
+            log_start_offset=self.log_start_offset,
+        )
+
+    # -- roll ---------------------------------------------------------------
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``base_offset`` (default: the LEO)."""
+        new_base = self._leo.offset if base_offset is None else base_offset
+        active = self.active_segment
+        if active.base_offset == new_base and active.size == 0:
+            return active
+        if new_base <= active.base_offset:
+            raise StorageError(f"cannot roll to {new_base}: active segment starts at it or later")
+        active.on_become_inactive()
+        segment = LogSegment(
+            self.directory, new_base, self.config, created_ms=self.clock(),
+            rolling_jitter_ms=0,
+        )  # fmt: skip
+        self._segments.append(segment)
+        self._bases.append(new_base)
+        if self._leo.segment_base_offset == active.base_offset and new_base == self._leo.offset:
+            self._leo = LogOffsetMetadata(new_base, new_base, 0)
+            if self._hw.offset == new_base:
+                self._hw = self._leo
+        if self.on_roll is not None:
+            self.on_roll(self, new_base)
+        return segment
+
+    # -- reads --------------------------------------------------------------
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchData:
+        """Bytes of the batches from ``start_offset``, stopping before ``max_offset``.
+
+        ``max_offset`` is exclusive (pass the high watermark for consumers); by
+        default the read may go to the LEO. Raises ``OffsetOutOfRangeError`` if
+        ``start_offset`` is below the log start or above the LEO.
+        """
+        leo = self._leo
+        if start_offset < self.log_start_offset or start_offset > leo.offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{self.log_start_offset}, {leo.offset}] "
+                f"of {self.directory.name}"
+            )
+        upper = leo if max_offset is None else self._upper_bound(max_offset)
+        if start_offset >= upper.offset:
+            return FetchData(LogOffsetMetadata(start_offset), EMPTY_REGION)
+        i = max(self._segment_index_for(start_offset), 0)
+        segments = self._segments
+        while i < len(segments):
+            segment = segments[i]
+            if upper.segment_base_offset == segment.base_offset:
+                max_position: int | None = upper.position
+            elif upper.segment_base_offset >= 0 and upper.segment_base_offset < segment.base_offset:
+                break
+            else:
+                max_position = None
+            data = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if data is not None:
+                return data
+            i += 1
+        return FetchData(LogOffsetMetadata(start_offset), EMPTY_REGION)
+
+    def _upper_bound(self, max_offset: int) -> LogOffsetMetadata:
+        if max_offset >= self._leo.offset:
+            return self._leo
+        if max_offset == self._hw.offset and self._hw.position >= 0:
+            return self._hw
+        return self._offset_metadata(max_offset)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """``(offset, timestamp)`` for ListOffsets; -2 earliest, -1 latest, -3 max timestamp.
+
+        For a real timestamp: the first record whose timestamp is >= it, or None.
+        """
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, NO_TIMESTAMP
+        if timestamp == LATEST_TIMESTAMP:
+            return self._leo.offset, NO_TIMESTAMP
+        if timestamp == MAX_TIMESTAMP:
+            best = max(self._segments, key=lambda s: s.max_timestamp)
+            if best.max_timestamp < 0:
+                return None
+            return best.find_offset_by_timestamp(best.max_timestamp, self.log_start_offset)
+        for segment in self._segments:
+            if segment.size and segment.max_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    # -- retention ------------------------------------------------------------
+    def delete_old_segments(self) -> int:
+        """Apply retention by log start offset, time and size; return segments deleted.
+
+        Never deletes the active segment, nor one holding offsets at or above the
+        high watermark.
+        """
+        deleted = self._delete_while(lambda seg, nxt: nxt.base_offset <= self.log_start_offset)
+        if not self.config.delete:
+            return deleted
+        now = self.clock()
+        if self.config.retention_ms >= 0:
+            retention_ms = self.config.retention_ms
+            deleted += self._delete_while(
+                lambda seg, nxt: now - seg.largest_timestamp > retention_ms
+            )
+        if self.config.retention_bytes >= 0:
+            excess = self.size - self.config.retention_bytes
+
+            def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
+                nonlocal excess
+                if excess - seg.size < 0:
+                    return False
+                excess -= seg.size
+                return True
+
+            deleted += self._delete_while(over_size)
+        return deleted
+
+    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
+        doomed = 0
+        segments = self._segments
+        while doomed < len(segments) - 1:
+            segment, following = segments[doomed], segments[doomed + 1]
+            if following.base_offset > self._hw.offset or not predicate(segment, following):
+                break
+            doomed += 1
+        if doomed:
+            self._remove_segments(doomed)
+        return doomed
+
+    def _remove_segments(self, count: int) -> None:
+        due = self.clock() + self.config.file_delete_delay_ms
+        for segment in self._segments[:count]:
+            segment.rename_suffix("", DELETED_SUFFIX)
+            self._pending_deletes.append((due, segment))
+        del self._segments[:count]
+        del self._bases[:count]
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        if self._hw.offset < self.log_start_offset:
+            self.update_high_watermark(self.log_start_offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the log start offset to ``offset`` (DeleteRecords); return the new start.
+
+        ``offset`` may not pass the high watermark. Segments wholly below it go now.
+        """
+        if offset > self._hw.offset or offset < 0:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before {offset}: high watermark is {self._hw.offset}"
+            )
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._delete_while(lambda seg, nxt: nxt.base_offset <= offset)
+        return self.log_start_offset
+
+    def take_purgeable_segments(self, *, force: bool = False) -> list[LogSegment]:
+        """Hand over the deleted segments whose delay has passed (their files still exist)."""
+        now = self.clock()
+        due = [seg for when, seg in self._pending_deletes if force or when <= now]
+        self._pending_deletes = [
+            (when, seg) for when, seg in self._pending_deletes if not (force or when <= now)
+        ]
+        return due
+
+    def purge_deleted_segments(self, *, force: bool = False) -> int:
+        """Remove the files of segments whose deletion delay has passed; return how many."""
+        doomed = self.take_purgeable_segments(force=force)
+        for segment in doomed:
+            segment.delete_files()
+        return len(doomed)
+
+    # -- truncation -----------------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after ``offset`` (a follower diverging from its leader)."""
+        if offset >= self._leo.offset:
+            return
+        if offset <= self._segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        while self._segments[-1].base_offset >= offset:
+            segment = self._segments.pop()
+            self._bases.pop()
+            segment.rename_suffix("", DELETED_SUFFIX)
+            self._pending_deletes.append((self.clock(), segment))
+        active = self._segments[-1]
+        active.truncate_to(offset)
+        self._leo = LogOffsetMetadata(active.read_next_offset(), active.base_offset, active.size)
+        self.recovery_point = min(self.recovery_point, self._leo.offset)
+        self.update_high_watermark(min(self._hw.offset, self._leo.offset))
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and start empty at ``offset``."""
+        for segment in self._segments:
+            segment.rename_suffix("", DELETED_SUFFIX)
+            self._pending_deletes.append((self.clock(), segment))
+        segment = LogSegment(self.directory, offset, self.config, created_ms=self.clock())
+        self._segments = [segment]
+        self._bases = [offset]
+        self._leo = LogOffsetMetadata(offset, offset, 0)
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self._hw = self._leo
+
+    # -- durability -------------------------------------------------------------
+    def should_flush(self) -> bool:
+        """Whether ``flush.messages`` or ``flush.ms`` asks for an fsync now."""
+        if self.recovery_point >= self._leo.offset:
+            return False
+        if self.unflushed_messages >= self.config.flush_messages:
+            return True
+        return self.clock() - self.last_flush_ms >= self.config.flush_ms
+
+    def segments_to_flush(self, up_to: int | None = None) -> tuple[int, list[LogSegment]]:
+        """The offset a flush will reach and the segments holding data below it."""
+        target = self._leo.offset if up_to is None else min(up_to, self._leo.offset)
+        chosen: list[LogSegment] = []
+        for i, segment in enumerate(self._segments):
+            next_base = self._bases[i + 1] if i + 1 < len(self._segments) else self._leo.offset + 1
+            if next_base > self.recovery_point and segment.base_offset < target:
+                chosen.append(segment)
+        return target, chosen
+
+    @staticmethod
+    def flush_segments(segments: list[LogSegment]) -> None:
+        """fsync the given segments (blocking: safe on a worker thread)."""
+        for segment in segments:
+            segment.flush()
+
+    def mark_flushed(self, offset: int) -> None:
+        """Record that everything below ``offset`` is on disk."""
+        self.recovery_point = max(self.recovery_point, offset)
+        if offset >= self._leo.offset:
+            self.unflushed_messages = 0
+        self.last_flush_ms = self.clock()
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync everything below ``up_to`` (default: the LEO) on this thread."""
+        target, segments = self.segments_to_flush(up_to)
+        self.flush_segments(segments)
+        self.mark_flushed(target)
+
+    def close(self) -> None:
+        """Close every segment (files of deleted ones are removed)."""
+        for segment in self._segments:
+            segment.close()
+        self.purge_deleted_segments(force=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.directory.name}, start={self.log_start_offset}, "
+            f"end={self._leo.offset}, hw={self._hw.offset}, segments={len(self._segments)})"
+        )
