@@ -1,0 +1,69 @@
+"""Helpers shared by samsa's tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from samsa.records import CompressionType, Record, RecordBatchBuilder, iter_records, read_batch
+from samsa.storage import Log
+
+
+class ManualClock:
+    """A millisecond clock that moves only when a test says so."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+def make_batch(
+    values: Sequence[bytes | None],
+    *,
+    timestamp: int | Sequence[int],
+    keys: Sequence[bytes | None] | None = None,
+    compression: CompressionType = CompressionType.NONE,
+) -> bytearray:
+    """A writable batch of ``values`` (bytearray, as the log rewrites base offsets in place)."""
+    builder = RecordBatchBuilder(compression=compression)
+    for i, value in enumerate(values):
+        ts = timestamp if isinstance(timestamp, int) else timestamp[i]
+        builder.append(value, key=None if keys is None else keys[i], timestamp=ts)
+    return bytearray(builder.build())
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+def read_log(log: Log, start: int | None = None, max_bytes: int = 1 << 20) -> list[Record]:
+    """Every record from ``start`` to the log end, fetch by fetch as a consumer reads.
+
+    A fetch covers one segment and may end inside a batch; the partial batch is
+    dropped and fetched again, as Kafka clients do. Every batch's CRC is checked.
+    """
+    offset = log.log_start_offset if start is None else start
+    records: list[Record] = []
+    while offset < log.log_end_offset:
+        data = log.read(offset, max_bytes).region.read()
+        position, progressed = 0, False
+        while len(data) - position >= 12:
+            size = int.from_bytes(data[position + 8 : position + 12], "big") + 12
+            if position + size > len(data):
+                break
+            batch = read_batch(data, position)
+            batch.validate()
+            records += [r for r in iter_records(batch) if r.offset >= offset]
+            offset = max(offset, batch.next_offset)
+            position += size
+            progressed = True
+        if not progressed:
+            raise AssertionError(f"a read at offset {offset} returned no whole batch")
+    return records

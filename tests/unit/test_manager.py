@@ -1,0 +1,185 @@
+"""The log manager: data directories, checkpoints, clean shutdown, background work."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from tests.conftest import ManualClock, make_batch
+
+from samsa.errors import StorageError
+from samsa.storage import LogConfig, LogManager
+from samsa.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from samsa.types import TopicPartition
+
+TP = TopicPartition("orders", 0)
+
+
+def test_new_logs_go_to_the_data_directory_with_fewest_logs(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    manager = LogManager(dirs)
+    manager.startup()
+    for partition in range(4):
+        manager.get_or_create_log(TopicPartition("t", partition))
+    assert len(list((tmp_path / "a").glob("t-*"))) == 2
+    assert len(list((tmp_path / "b").glob("t-*"))) == 2
+    manager.close()
+
+
+def test_logs_and_offsets_survive_a_clean_restart(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager([tmp_path], clock=clock)
+    manager.startup()
+    log = manager.get_or_create_log(TP)
+    for _ in range(3):
+        log.append_as_leader(make_batch([b"a", b"b"], timestamp=clock()))
+    manager.close()
+    assert (tmp_path / ".kafka_cleanshutdown").exists()
+    assert read_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint") == {TP: 6}
+
+    again = LogManager([tmp_path], clock=clock)
+    again.startup()
+    assert again.had_clean_shutdown[tmp_path.resolve()]
+    assert not (tmp_path / ".kafka_cleanshutdown").exists()
+    reloaded = again.get_log(TP)
+    assert reloaded is not None
+    assert reloaded.log_end_offset == 6
+    again.close()
+
+
+def test_missing_clean_shutdown_marker_means_recovery(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager([tmp_path], clock=clock)
+    manager.startup()
+    manager.get_or_create_log(TP).append_as_leader(make_batch([b"a"], timestamp=clock()))
+    manager.close()
+    (tmp_path / ".kafka_cleanshutdown").unlink()
+    again = LogManager([tmp_path], clock=clock)
+    again.startup()
+    assert not again.had_clean_shutdown[tmp_path.resolve()]
+    again.close()
+
+
+def test_log_start_offset_is_checkpointed(tmp_path: Path, clock: ManualClock) -> None:
+    manager = LogManager([tmp_path], clock=clock)
+    manager.startup()
+    log = manager.get_or_create_log(TP)
+    for _ in range(5):
+        log.append_as_leader(make_batch([b"a"], timestamp=clock()))
+    log.update_high_watermark(5)
+    log.delete_records_before(3)
+    manager.close()
+    again = LogManager([tmp_path], clock=clock)
+    again.startup()
+    reloaded = again.get_log(TP)
+    assert reloaded is not None and reloaded.log_start_offset == 3
+    again.close()
+
+
+def test_a_second_manager_cannot_use_a_locked_directory(tmp_path: Path) -> None:
+    first = LogManager([tmp_path])
+    first.startup()
+    with pytest.raises(StorageError, match="in use"):
+        LogManager([tmp_path]).startup()
+    first.close()
+
+
+def test_checkpoint_files_round_trip_and_reject_garbage(tmp_path: Path) -> None:
+    path = tmp_path / "cp"
+    offsets = {TopicPartition("a", 0): 5, TopicPartition("b-x", 12): 99}
+    write_offset_checkpoint(path, offsets)
+    assert read_offset_checkpoint(path) == offsets
+    path.write_text("0\n3\na 0 1\n")
+    with pytest.raises(StorageError):
+        read_offset_checkpoint(path)
+
+
+def test_deleted_log_disappears_and_is_not_reloaded(tmp_path: Path, clock: ManualClock) -> None:
+    async def scenario() -> None:
+        manager = LogManager([tmp_path], clock=clock)
+        manager.startup()
+        manager.get_or_create_log(TP).append_as_leader(make_batch([b"a"], timestamp=clock()))
+        manager.delete_log(TP)
+        await manager.shutdown()
+
+    asyncio.run(scenario())
+    again = LogManager([tmp_path], clock=clock)
+    again.startup()
+    assert again.get_log(TP) is None
+    assert not any(p.name.startswith("orders-0") for p in tmp_path.iterdir())
+    again.close()
+
+
+def test_flush_messages_one_advances_the_recovery_point_on_each_append(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async def scenario() -> list[int]:
+        config = LogConfig.from_props({"flush.messages": 1})
+        manager = LogManager([tmp_path], config, clock=clock)
+        manager.startup()
+        log = manager.get_or_create_log(TP)
+        points = []
+        for _ in range(3):
+            log.append_as_leader(make_batch([b"a"], timestamp=clock()))
+            await manager.maybe_flush(log)
+            points.append(log.recovery_point)
+        await manager.shutdown()
+        return points
+
+    assert asyncio.run(scenario()) == [1, 2, 3]
+
+
+def test_default_flush_policy_leaves_flushing_to_the_os(tmp_path: Path, clock: ManualClock) -> None:
+    async def scenario() -> int:
+        manager = LogManager([tmp_path], clock=clock)
+        manager.startup()
+        log = manager.get_or_create_log(TP)
+        log.append_as_leader(make_batch([b"a"], timestamp=clock()))
+        await manager.maybe_flush(log)
+        point = log.recovery_point
+        await manager.shutdown()
+        return point
+
+    assert asyncio.run(scenario()) == 0
+
+
+def test_background_retention_deletes_expired_segments(tmp_path: Path, clock: ManualClock) -> None:
+    async def scenario() -> tuple[int, int]:
+        config = LogConfig.from_props(
+            {"segment.bytes": 200, "retention.ms": 1000, "file.delete.delay.ms": 0}
+        )
+        manager = LogManager([tmp_path], config, retention_check_interval_ms=20, clock=clock)
+        manager.startup()
+        manager.start_background_tasks()
+        log = manager.get_or_create_log(TP)
+        for _ in range(4):
+            log.append_as_leader(make_batch([b"x" * 100], timestamp=clock()))
+        log.update_high_watermark(log.log_end_offset)
+        clock.advance(2000)
+        for _ in range(100):
+            await asyncio.sleep(0.02)
+            if len(log.segments) == 1 and len(list((tmp_path / "orders-0").glob("*.deleted"))) == 0:
+                break
+        result = len(log.segments), log.log_start_offset
+        await manager.shutdown()
+        return result
+
+    assert asyncio.run(scenario()) == (1, 3)
+
+
+def test_roll_schedules_a_flush_of_the_finished_segment(tmp_path: Path, clock: ManualClock) -> None:
+    async def scenario() -> int:
+        config = LogConfig.from_props({"segment.bytes": 200})
+        manager = LogManager([tmp_path], config, clock=clock)
+        manager.startup()
+        log = manager.get_or_create_log(TP)
+        for _ in range(3):
+            log.append_as_leader(make_batch([b"x" * 100], timestamp=clock()))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if log.recovery_point == 2:
+                break
+        point = log.recovery_point
+        await manager.shutdown()
+        return point
+
+    assert asyncio.run(scenario()) == 2
