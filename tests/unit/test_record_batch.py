@@ -70,9 +70,7 @@ def build(
             timestamp=timestamp,
             offset_delta=delta,
         )
-        expected.append(
-            Record(base_offset + delta, timestamp, spec.key, spec.value, spec.headers)
-        )
+        expected.append(Record(base_offset + delta, timestamp, spec.key, spec.value, spec.headers))
     return builder.build(), expected
 
 
@@ -109,7 +107,9 @@ def test_records_round_trip_through_builder_and_reader(
 @pytest.mark.parametrize("codec", ALL_CODECS, ids=lambda c: c.name)
 @settings(max_examples=25, deadline=None)
 @given(records=st.lists(specs, min_size=1, max_size=12))
-def test_header_summarises_the_records_it_holds(codec: CompressionType, records: list[Spec]) -> None:
+def test_header_summarises_the_records_it_holds(
+    codec: CompressionType, records: list[Spec]
+) -> None:
     buf, expected = build(records, codec, base_offset=0)
     batch = read_batch(buf)
     assert batch.size == len(buf)

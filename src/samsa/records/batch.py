@@ -268,9 +268,12 @@ class RecordBatchView:
         _U32.pack_into(self.buffer, CRC_POS, self.compute_crc())
 
     def __repr__(self) -> str:
+        codec_id = self.attributes & COMPRESSION_MASK
+        codec = CompressionType(codec_id).name if codec_id <= CompressionType.ZSTD else codec_id
         return (
             f"RecordBatchView(base_offset={self.base_offset}, last_offset={self.last_offset}, "
-            f"records={self.record_count}, size={self.size}, compression={self.compression.name})"
+            f"records={self.record_count}, size={self.size}, "
+            f"compression={codec})"
         )
 
 

@@ -41,6 +41,8 @@ def iter_records(
         batch.max_timestamp if batch.timestamp_type is TimestampType.LOG_APPEND_TIME else None
     )
     count = batch.record_count
+    if count < 0:
+        raise CorruptRecordError(f"batch declares {count} records")
     pos = 0
     last_delta = -1
     for _ in range(count):
