@@ -153,20 +153,22 @@ class Log:
     # -- append -----------------------------------------------------------
     def append_as_leader(
         self,
-        data: bytearray | memoryview,
+        data: bytearray | memoryview | bytes,
         *,
         leader_epoch: int = -1,
         origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendInfo:
         """Validate batches, assign their offsets in place, and append them.
 
-        ``data`` must be writable: base offsets (and leader epochs) are rewritten
-        in it. Raises ``CorruptRecordError`` (framing, magic, CRC),
+        Base offsets (and leader epochs) are rewritten in ``data`` when it is
+        writable; read-only bytes are copied once first. Raises ``CorruptRecordError`` (framing, magic, CRC),
         ``MessageTooLargeError`` (``max.message.bytes``), ``InvalidRecordError``
         or ``InvalidTimestampError``; nothing is appended when any batch fails.
         """
         now = self.clock()
         view = memoryview(data)
+        if view.readonly:
+            view = memoryview(bytearray(view))  # offsets are written in place
         batches = self._checked_batches(view, origin, now)
         next_offset = self._leo.offset
         log_append_time = now if self.config.log_append_time else NO_TIMESTAMP
