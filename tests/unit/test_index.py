@@ -134,3 +134,12 @@ def test_sanity_check_rejects_positions_past_the_log(tmp_path: Path) -> None:
     index.append(BASE + 1, 5000)
     with pytest.raises(StorageError):
         index.sanity_check(log_size=4000)
+
+
+def test_reopening_an_existing_index_does_not_grow_its_file(tmp_path: Path) -> None:
+    index = _offset_index(tmp_path)
+    index.append(BASE + 1, 100)
+    index.close()
+    reopened = OffsetIndex(index.path, BASE, 8 * 1024, writable=True)
+    assert reopened.path.stat().st_size == 8
+    assert reopened.entries == 1

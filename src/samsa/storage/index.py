@@ -49,8 +49,9 @@ class SparseIndex:
             if file_size % entry_size:
                 # A torn last entry: drop it; recovery rebuilds the index if it matters.
                 file_size -= file_size % entry_size
-            if writable:
-                length = max(file_size, self._max_entries * entry_size)
+            if writable and file_size == 0:
+                # Only a new index is pre-allocated; an existing one grows on its next append.
+                length = self._max_entries * entry_size
                 os.ftruncate(fd, length)
             else:
                 length = file_size
@@ -154,7 +155,8 @@ class SparseIndex:
     def _resize(self, slots: int) -> None:
         self._check_open()
         if self._mmap is not None:
-            self._mmap.flush()
+            # No msync: unmapping keeps dirty shared pages in the page cache, and a
+            # flush here would block the appending event loop (flush() does it later).
             self._mmap.close()
             self._mmap = None
         length = slots * self.ENTRY.size
@@ -235,13 +237,22 @@ class OffsetIndex(SparseIndex):
         self.truncate_to_entries(keep)
 
     def sanity_check(self, log_size: int) -> None:
-        """Raise :class:`IndexCorruptError` if entries go backwards or point past the log."""
-        previous = -1
-        for n in range(self._entries):
-            offset, position = self.entry(n)
-            if offset <= previous or position > log_size:
-                raise IndexCorruptError(f"offset index {self.path} entry {n} is inconsistent")
-            previous = offset
+        """Raise :class:`IndexCorruptError` if the last entry is out of order or past the log.
+
+        Constant time, as Kafka's: entries were written in order, so the first and
+        last entries bound the rest.
+        """
+        if not self._entries:
+            return
+        first_offset, first_position = self.entry(0)
+        last_offset, last_position = self.last_entry
+        if (
+            first_offset <= self.base_offset
+            or last_offset < first_offset
+            or last_position < first_position
+            or last_position > log_size
+        ):
+            raise IndexCorruptError(f"offset index {self.path} is inconsistent with its log")
 
 
 class TimeIndex(SparseIndex):
@@ -291,10 +302,12 @@ class TimeIndex(SparseIndex):
         self.truncate_to_entries(keep)
 
     def sanity_check(self, log_size: int) -> None:
-        """Raise :class:`IndexCorruptError` if timestamps or offsets go backwards."""
-        previous_ts, previous_offset = -(2**63), -1
-        for n in range(self._entries):
-            timestamp, offset = self.entry(n)
-            if timestamp <= previous_ts or offset < previous_offset:
-                raise IndexCorruptError(f"time index {self.path} entry {n} is inconsistent")
-            previous_ts, previous_offset = timestamp, offset
+        """Raise :class:`IndexCorruptError` if the last entry is before the first (O(1))."""
+        if not self._entries:
+            return
+        first_timestamp, first_offset = self.entry(0)
+        last_timestamp, last_offset = self.last_entry
+        if first_offset < self.base_offset or last_timestamp < first_timestamp:
+            raise IndexCorruptError(f"time index {self.path} is inconsistent")
+        if last_offset < first_offset:
+            raise IndexCorruptError(f"time index {self.path} is inconsistent")

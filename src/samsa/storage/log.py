@@ -161,9 +161,10 @@ class Log:
         """Validate batches, assign their offsets in place, and append them.
 
         Base offsets (and leader epochs) are rewritten in ``data`` when it is
-        writable; read-only bytes are copied once first. Raises ``CorruptRecordError`` (framing, magic, CRC),
-        ``MessageTooLargeError`` (``max.message.bytes``), ``InvalidRecordError``
-        or ``InvalidTimestampError``; nothing is appended when any batch fails.
+        writable; read-only bytes are copied once first. Raises
+        ``CorruptRecordError`` (framing, magic, CRC), ``MessageTooLargeError``
+        (``max.message.bytes``), ``InvalidRecordError`` or ``InvalidTimestampError``;
+        nothing is appended when any batch fails.
         """
         now = self.clock()
         view = memoryview(data)
@@ -225,7 +226,7 @@ class Log:
         segment = self.active_segment
         if segment.should_roll(view.nbytes, max_timestamp, last_offset, now):
             segment = self.roll(batches[0].base_offset)
-        segment.append(view)
+        segment.append(view, batches)
         self._leo = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
         self.unflushed_messages += records
         return AppendInfo(

@@ -45,6 +45,7 @@ _SCAN_HEADER = struct.Struct(">qi")  # baseOffset, batchLength
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _RECOVERY_CHUNK = 1 << 20
+_MAX_RECOVERY_CHUNK = 64 << 20
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 
 
@@ -185,17 +186,24 @@ class LogSegment:
         return int(os.fstat(self._fd).st_mtime * 1000)
 
     # -- append -----------------------------------------------------------
-    def append(self, data: bytes | bytearray | memoryview) -> None:
+    def append(
+        self,
+        data: bytes | bytearray | memoryview,
+        batches: list[RecordBatchView] | None = None,
+    ) -> None:
         """Append whole, validated batches whose offsets are already assigned.
 
-        One ``os.write``; on a failed or short write the file is cut back, so a
-        failed append leaves the segment as it was, and ``KafkaStorageError`` is raised.
+        ``batches`` are the views over ``data`` when the caller has them (saves a
+        parse). One ``os.write``; on a failed or short write the file is cut back,
+        so a failed append leaves the segment as it was, and ``KafkaStorageError``
+        is raised.
         """
         view = memoryview(data)
         if not view.nbytes:
             return
         position = self.size
-        batches = list(iter_batches(view))
+        if batches is None:
+            batches = list(iter_batches(view))
         try:
             written = os.write(self._fd, view)
             while written < view.nbytes:
@@ -347,10 +355,11 @@ class LogSegment:
         buffer = b""
         buffer_start = start
         position = start
+        chunk = _RECOVERY_CHUNK
         while position < size:
             offset_in_buffer = position - buffer_start
             if len(buffer) - offset_in_buffer < LOG_OVERHEAD:
-                buffer = os.pread(self._fd, _RECOVERY_CHUNK, position)
+                buffer = os.pread(self._fd, chunk, position)
                 buffer_start, offset_in_buffer = position, 0
                 if len(buffer) < LOG_OVERHEAD:
                     return
@@ -359,10 +368,12 @@ class LogSegment:
             if batch_length < MIN_BATCH_LENGTH or position + batch_size > size:
                 return  # a torn or garbled length: nothing after it can be trusted
             if len(buffer) - offset_in_buffer < batch_size:
-                buffer = os.pread(self._fd, max(batch_size, _RECOVERY_CHUNK), position)
+                buffer = os.pread(self._fd, max(batch_size, chunk), position)
                 buffer_start, offset_in_buffer = position, 0
                 if len(buffer) < batch_size:
                     return
+            # Chunks of at least two batches: large batches are read once, not twice.
+            chunk = max(chunk, min(2 * batch_size, _MAX_RECOVERY_CHUNK))
             view = RecordBatchView(
                 memoryview(buffer)[offset_in_buffer : offset_in_buffer + batch_size]
             )

@@ -24,6 +24,8 @@ from samsa.records.batch import (
 )
 from samsa.storage.log_config import LogConfig
 
+_MAX_CODEC = max(CompressionType)
+
 
 class AppendOrigin(Enum):
     """Who wrote the bytes: checks differ for clients, coordinators and replication."""
@@ -42,7 +44,7 @@ def validate_batch(
     ``RecordBatchView.validate``).
     """
     codec = batch.attributes & COMPRESSION_MASK
-    if codec > max(CompressionType):
+    if codec > _MAX_CODEC:
         raise UnsupportedCompressionTypeError(f"compression id {codec} is not defined")
     if origin is AppendOrigin.CLIENT:
         count = batch.record_count
