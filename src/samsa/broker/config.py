@@ -1,0 +1,240 @@
+"""Broker configuration: Kafka's ``server.properties`` names, defaults and checks.
+
+Properties come from a file (``--config``) and ``--override key=value`` flags,
+later ones winning. An unknown key or an invalid value stops start-up with a
+message naming it. ``log.*`` keys are the broker-wide defaults of the topic
+configuration (:class:`~samsa.storage.LogConfig`), as in Kafka.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from samsa.config import (
+    INT_MAX,
+    LONG_MAX,
+    ConfigDef,
+    ConfigKey,
+    ConfigType,
+    at_least,
+    between,
+    one_of,
+)
+from samsa.errors import ConfigError
+from samsa.storage.log_config import LogConfig
+
+_I, _L, _S, _B, _LIST, _D = (
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.STRING,
+    ConfigType.BOOLEAN,
+    ConfigType.LIST,
+    ConfigType.DOUBLE,
+)
+
+BROKER_CONFIG = ConfigDef(
+    [
+        ConfigKey("listeners", _LIST, ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on."),
+        ConfigKey("advertised.listeners", _LIST, [], "Addresses told to clients."),
+        ConfigKey("listener.security.protocol.map", _S, "PLAINTEXT:PLAINTEXT", "Protocols."),
+        ConfigKey("log.dirs", _LIST, [], "Data directories (default: log.dir)."),
+        ConfigKey("log.dir", _S, "./data", "Data directory when log.dirs is not set."),
+        ConfigKey("node.id", _I, -1, "This broker's id (alias of broker.id).", at_least(-1)),
+        ConfigKey("broker.id", _I, -1, "This broker's id.", at_least(-1)),
+        ConfigKey("cluster.id", _S, "", "Cluster id (generated and kept in meta.properties)."),
+        ConfigKey("process.roles", _LIST, [], "Accepted for compatibility; samsa is one process."),
+        ConfigKey("num.partitions", _I, 1, "Partitions of auto-created topics.", at_least(1)),
+        ConfigKey("default.replication.factor", _I, 1, "Replicas of new topics.", at_least(1)),
+        ConfigKey("auto.create.topics.enable", _B, True, "Create topics on first use."),
+        ConfigKey("delete.topic.enable", _B, True, "Allow topic deletion."),
+        ConfigKey("message.max.bytes", _I, 1048588, "Largest record batch.", at_least(0)),
+        ConfigKey("socket.request.max.bytes", _I, 104857600, "Largest request frame.", at_least(1)),
+        ConfigKey("socket.send.buffer.bytes", _I, 102400, "SO_SNDBUF (-1: OS).", at_least(-1)),
+        ConfigKey("socket.receive.buffer.bytes", _I, 102400, "SO_RCVBUF (-1: OS default).",
+                  at_least(-1)),
+        ConfigKey("num.network.threads", _I, 3, "Accepted for compatibility.", at_least(1)),
+        ConfigKey("num.io.threads", _I, 8, "Accepted for compatibility.", at_least(1)),
+        ConfigKey("num.recovery.threads.per.data.dir", _I, 2, "Accepted for compatibility.",
+                  at_least(1)),
+        ConfigKey("log.segment.bytes", _I, 1024**3, "Default segment.bytes.", at_least(14)),
+        ConfigKey("log.roll.ms", _L, None, "Default segment.ms."),
+        ConfigKey("log.roll.hours", _I, 168, "Default segment.ms, in hours.", at_least(1)),
+        ConfigKey("log.roll.jitter.ms", _L, None, "Default segment.jitter.ms."),
+        ConfigKey("log.roll.jitter.hours", _I, 0, "Default segment.jitter.ms, in hours.",
+                  at_least(0)),
+        ConfigKey("log.retention.ms", _L, None, "Default retention.ms."),
+        ConfigKey("log.retention.minutes", _I, None, "Default retention.ms, in minutes."),
+        ConfigKey("log.retention.hours", _I, 168, "Default retention.ms, in hours."),
+        ConfigKey("log.retention.bytes", _L, -1, "Default retention.bytes."),
+        ConfigKey("log.retention.check.interval.ms", _L, 300_000, "Retention pass interval.",
+                  at_least(1)),
+        ConfigKey("log.index.interval.bytes", _I, 4096, "Default index.interval.bytes.",
+                  at_least(0)),
+        ConfigKey("log.index.size.max.bytes", _I, 10 * 1024**2, "Default segment.index.bytes.",
+                  at_least(4)),
+        ConfigKey("log.flush.interval.messages", _L, LONG_MAX, "Default flush.messages.",
+                  at_least(1)),
+        ConfigKey("log.flush.interval.ms", _L, None, "Default flush.ms."),
+        ConfigKey("log.flush.scheduler.interval.ms", _L, LONG_MAX, "flush.ms check interval."),
+        ConfigKey("log.flush.offset.checkpoint.interval.ms", _I, 60_000,
+                  "Recovery-point checkpoint interval.", at_least(0)),
+        ConfigKey("log.segment.delete.delay.ms", _L, 60_000, "Default file.delete.delay.ms.",
+                  at_least(0)),
+        ConfigKey("log.cleanup.policy", _LIST, ["delete"], "Default cleanup.policy.",
+                  one_of("delete", "compact")),
+        ConfigKey("log.message.timestamp.type", _S, "CreateTime", "Default timestamp type.",
+                  one_of("CreateTime", "LogAppendTime")),
+        ConfigKey("log.message.timestamp.before.max.ms", _L, LONG_MAX, "Default before.max.ms."),
+        ConfigKey("log.message.timestamp.after.max.ms", _L, 3600_000, "Default after.max.ms."),
+        ConfigKey("log.cleaner.delete.retention.ms", _L, 86_400_000, "Tombstone retention."),
+        ConfigKey("log.cleaner.min.cleanable.ratio", _D, 0.5, "Default dirty ratio.",
+                  between(0, 1)),
+        ConfigKey("log.cleaner.min.compaction.lag.ms", _L, 0, "Default min.compaction.lag.ms."),
+        ConfigKey("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, "Default max lag."),
+        ConfigKey("log.preallocate", _B, False, "Default preallocate."),
+        ConfigKey("compression.type", _S, "producer", "Default compression.type.",
+                  one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+        ConfigKey("min.insync.replicas", _I, 1, "Default min.insync.replicas.", at_least(1)),
+        ConfigKey("unclean.leader.election.enable", _B, False, "Default unclean election."),
+        ConfigKey("offsets.topic.num.partitions", _I, 50, "__consumer_offsets partitions.",
+                  at_least(1)),
+        ConfigKey("offsets.topic.replication.factor", _I, 1, "__consumer_offsets replicas.",
+                  at_least(1)),
+        ConfigKey("transaction.state.log.replication.factor", _I, 1, "Accepted.", at_least(1)),
+        ConfigKey("transaction.state.log.min.isr", _I, 1, "Accepted.", at_least(1)),
+        ConfigKey("group.initial.rebalance.delay.ms", _I, 3000, "First rebalance delay.",
+                  at_least(0)),
+        ConfigKey("fetch.max.bytes", _I, 55 * 1024 * 1024, "Largest fetch response.",
+                  at_least(0)),
+        ConfigKey("replica.fetch.max.bytes", _I, 1048576, "Accepted.", at_least(0)),
+    ]
+)  # fmt: skip
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``.properties``: ``key=value`` or ``key: value`` lines; ``#``/``!`` comments."""
+    props: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                key, value = line[:i].strip(), line[i + 1 :].strip()
+                break
+        else:
+            key, value = line, ""
+        props[key] = value
+    return props
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+
+def parse_listener(spec: str) -> Listener:
+    """``PLAINTEXT://host:port`` → Listener; only PLAINTEXT is served."""
+    name, sep, address = spec.partition("://")
+    host, colon, port = address.rpartition(":")
+    if not sep or not colon or not port.isdigit():
+        raise ConfigError(f"invalid listener {spec!r}: expected NAME://host:port")
+    if name.upper() != "PLAINTEXT":
+        raise ConfigError(f"listener {spec!r}: only PLAINTEXT listeners are supported")
+    return Listener(name.upper(), host.strip("[]") or "0.0.0.0", int(port))
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Typed broker configuration; build with :meth:`from_props`."""
+
+    values: Mapping[str, Any]
+    listeners: tuple[Listener, ...]
+    advertised_listeners: tuple[Listener, ...]
+    log_dirs: tuple[Path, ...]
+    node_id: int
+    log_defaults: LogConfig
+    overrides: Mapping[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any]) -> BrokerConfig:
+        values = BROKER_CONFIG.parse(props)
+        listeners = tuple(parse_listener(s) for s in values["listeners"])
+        if not listeners:
+            raise ConfigError("listeners names no address")
+        advertised = tuple(parse_listener(s) for s in values["advertised.listeners"]) or listeners
+        dirs = values["log.dirs"] or [values["log.dir"]]
+        node_id = values["node.id"] if values["node.id"] >= 0 else max(values["broker.id"], 0)
+        if values["socket.request.max.bytes"] > INT_MAX:
+            raise ConfigError("socket.request.max.bytes must fit in 32 bits")
+        return cls(
+            values=values,
+            listeners=listeners,
+            advertised_listeners=advertised,
+            log_dirs=tuple(Path(d) for d in dirs),
+            node_id=node_id,
+            log_defaults=LogConfig.from_props(_topic_defaults(values)),
+            overrides={k: str(v) for k, v in props.items()},
+        )
+
+    @classmethod
+    def load(cls, config_file: Path | None, overrides: Sequence[str]) -> BrokerConfig:
+        """From a properties file and ``key=value`` overrides (later wins)."""
+        props: dict[str, str] = {}
+        if config_file is not None:
+            try:
+                props.update(parse_properties(config_file.read_text()))
+            except OSError as exc:
+                raise ConfigError(f"cannot read {config_file}: {exc.strerror}") from exc
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise ConfigError(f"override {item!r} is not key=value")
+            props[key.strip()] = value.strip()
+        return cls.from_props(props)
+
+
+def _first(*candidates: int | None) -> int:
+    return next(c for c in candidates if c is not None)
+
+
+def _topic_defaults(v: Mapping[str, Any]) -> dict[str, Any]:
+    hour = 3600_000
+    retention_minutes = v["log.retention.minutes"]
+    return {
+        "segment.bytes": v["log.segment.bytes"],
+        "segment.ms": _first(v["log.roll.ms"], v["log.roll.hours"] * hour),
+        "segment.jitter.ms": _first(v["log.roll.jitter.ms"], v["log.roll.jitter.hours"] * hour),
+        "segment.index.bytes": v["log.index.size.max.bytes"],
+        "index.interval.bytes": v["log.index.interval.bytes"],
+        "retention.ms": _first(
+            v["log.retention.ms"],
+            None if retention_minutes is None else retention_minutes * 60_000,
+            v["log.retention.hours"] * hour,
+        ),
+        "retention.bytes": v["log.retention.bytes"],
+        "max.message.bytes": v["message.max.bytes"],
+        "flush.messages": v["log.flush.interval.messages"],
+        "flush.ms": _first(v["log.flush.interval.ms"], LONG_MAX),
+        "file.delete.delay.ms": v["log.segment.delete.delay.ms"],
+        "message.timestamp.type": v["log.message.timestamp.type"],
+        "message.timestamp.before.max.ms": v["log.message.timestamp.before.max.ms"],
+        "message.timestamp.after.max.ms": v["log.message.timestamp.after.max.ms"],
+        "cleanup.policy": v["log.cleanup.policy"],
+        "delete.retention.ms": v["log.cleaner.delete.retention.ms"],
+        "min.compaction.lag.ms": v["log.cleaner.min.compaction.lag.ms"],
+        "max.compaction.lag.ms": v["log.cleaner.max.compaction.lag.ms"],
+        "min.cleanable.dirty.ratio": v["log.cleaner.min.cleanable.ratio"],
+        "min.insync.replicas": v["min.insync.replicas"],
+        "unclean.leader.election.enable": v["unclean.leader.election.enable"],
+        "compression.type": v["compression.type"],
+        "preallocate": v["log.preallocate"],
+    }

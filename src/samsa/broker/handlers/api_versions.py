@@ -1,0 +1,51 @@
+"""ApiVersions (key 18), versions 0–4, answered from the handler registry.
+
+A request at a version this broker does not serve gets a v0 response with
+UNSUPPORTED_VERSION and the supported ranges, so the client can retry lower.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
+
+from samsa.broker.handlers import respond
+from samsa.broker.registry import ApiRegistry
+from samsa.protocol.build import build
+from samsa.protocol.codec import RequestHeader
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+API_KEY = 18
+UNSUPPORTED_VERSION = 35
+
+
+def _keys(registry: ApiRegistry) -> list[dict[str, int]]:
+    return [
+        {"api_key": key, "min_version": low, "max_version": high}
+        for key, low, high in registry.advertised()
+    ]
+
+
+def unsupported_version_response(registry: ApiRegistry) -> Any:
+    return build(
+        ApiVersionsResponseV0, {"error_code": UNSUPPORTED_VERSION, "api_keys": _keys(registry)}
+    )
+
+
+def register(broker: Broker) -> None:
+    cache: dict[int, Any] = {}
+
+    async def handle(header: RequestHeader, body: Any) -> Any:
+        # The answer depends only on the version; kio encodes it slowly, so keep it.
+        response = cache.get(header.api_version)
+        if response is None:
+            response = respond(
+                header, {"error_code": 0, "api_keys": _keys(broker.registry), "throttle_time": 0}
+            )
+            cache[header.api_version] = response
+        return response
+
+    broker.registry.add(API_KEY, 0, 4, handle)

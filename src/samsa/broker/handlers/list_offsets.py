@@ -1,0 +1,58 @@
+"""ListOffsets (key 2), versions 1–10: earliest (-2), latest (-1), max timestamp (-3),
+earliest local (-4), and the first offset at or after a timestamp (time index).
+
+Latest is the high watermark (the last stable offset once transactions exist).
+A timestamp past every record answers offset -1, timestamp -1, as Kafka does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.handlers import respond
+from samsa.errors import KafkaError
+from samsa.protocol.codec import RequestHeader
+from samsa.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from samsa.types import TopicPartition
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+API_KEY = 2
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+
+def register(broker: Broker) -> None:
+    async def handle(header: RequestHeader, body: Any) -> Any:
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for p in topic.partitions:
+                entry: dict[str, Any] = {
+                    "partition_index": p.partition_index,
+                    "error_code": 0,
+                    "timestamp": -1,
+                    "offset": -1,
+                    "leader_epoch": 0,
+                }
+                try:
+                    tp = TopicPartition(topic.name, p.partition_index)
+                    partition_log = broker.replica_manager.partition(tp).log
+                    ts = p.timestamp
+                    if ts == LATEST_TIMESTAMP:
+                        entry["offset"] = partition_log.high_watermark
+                    elif ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                        entry["offset"] = partition_log.log_start_offset
+                    else:
+                        found = partition_log.fetch_offset_by_timestamp(
+                            MAX_TIMESTAMP if ts == MAX_TIMESTAMP else ts
+                        )
+                        if found is not None:
+                            entry["offset"], entry["timestamp"] = found
+                except KafkaError as exc:
+                    entry.update(error_code=exc.code, leader_epoch=-1)
+                partitions.append(entry)
+            topics.append({"name": topic.name, "partitions": partitions})
+        return respond(header, {"throttle_time": 0, "topics": topics})
+
+    broker.registry.add(API_KEY, 1, 10, handle)

@@ -1,0 +1,110 @@
+"""Metadata (key 3), versions 0–13: brokers, cluster id, controller, topics, partitions.
+
+Topics named in a request that do not exist are created when both the request
+(``allow_auto_topic_creation``, implied before v4) and the broker
+(``auto.create.topics.enable``) allow it; creation is synchronous, so the
+answer already lists the new partitions (Kafka answers LEADER_NOT_AVAILABLE
+first and makes the client retry).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.handlers import respond
+from samsa.cluster.local import TopicInfo, validate_topic_name
+from samsa.errors import KafkaError
+from samsa.protocol.codec import RequestHeader
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+API_KEY = 3
+UNKNOWN_TOPIC_OR_PARTITION = 3
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+
+
+def topic_entry(broker: Broker, info: TopicInfo) -> dict[str, Any]:
+    node = broker.node_id
+    return {
+        "error_code": 0,
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "is_internal": info.is_internal,
+        "partitions": [
+            {
+                "error_code": 0,
+                "partition_index": index,
+                "leader_id": node,
+                "leader_epoch": 0,
+                "replica_nodes": [node],
+                "isr_nodes": [node],
+                "offline_replicas": [],
+            }
+            for index in range(info.partitions)
+        ],
+        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def auto_create(broker: Broker, name: str) -> TopicInfo:
+    """Create ``name`` with the broker's defaults (``num.partitions``)."""
+    info = broker.metadata.create_topic(name, broker.config["num.partitions"])
+    broker.replica_manager.ensure_partitions(info)
+    return info
+
+
+def register(broker: Broker) -> None:
+    async def handle(header: RequestHeader, body: Any) -> Any:
+        store = broker.metadata
+        requested = body.topics
+        if header.api_version == 0 and not requested:
+            requested = None  # v0: an empty list means every topic
+        allow_create = (
+            getattr(body, "allow_auto_topic_creation", True)
+            and broker.config["auto.create.topics.enable"]
+        )
+        topics: list[dict[str, Any]] = []
+        if requested is None:
+            topics = [
+                topic_entry(broker, info)
+                for info in store.topics().values()
+                if not info.is_internal
+            ]
+        else:
+            for item in requested:
+                name = item.name
+                if name is None and getattr(item, "topic_id", None) is not None:
+                    info = store.by_id(item.topic_id)
+                    if info is None:
+                        topics.append({"error_code": 100, "name": None, "topic_id": item.topic_id})
+                        continue
+                    name = info.name
+                info = store.get(name) if name is not None else None
+                if info is None and name is not None and allow_create:
+                    try:
+                        validate_topic_name(name)
+                        info = auto_create(broker, name)
+                    except KafkaError as exc:
+                        topics.append({"error_code": exc.code, "name": name})
+                        continue
+                if info is None:
+                    topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name})
+                else:
+                    topics.append(topic_entry(broker, info))
+        listener = broker.advertised
+        return respond(
+            header,
+            {
+                "throttle_time": 0,
+                "brokers": [
+                    {"node_id": broker.node_id, "host": listener.host, "port": listener.port}
+                ],
+                "cluster_id": store.cluster_id,
+                "controller_id": broker.node_id,
+                "topics": topics,
+                "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+            },
+        )
+
+    broker.registry.add(API_KEY, 0, 13, handle)

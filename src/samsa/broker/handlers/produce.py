@@ -1,0 +1,90 @@
+"""Produce (key 0): served 3–13, advertised from 0 as Kafka 4.1 does.
+
+librdkafka up to 2.11 enables compression only when Produce v0 is advertised,
+so the range starts at 0; requests below v3 are refused (connection closed),
+as Kafka 4 refuses them. Each partition must carry exactly one batch
+(INVALID_RECORD otherwise). With acks=0 there is no response, and any error
+closes the connection so the client notices.
+Deviation: idempotent/transactional producer state is not kept yet.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.handlers import error_fields, respond
+from samsa.errors import InvalidRecordError, KafkaError, for_code
+from samsa.protocol.codec import RequestHeader
+from samsa.records.batch import iter_batches
+from samsa.types import TopicPartition
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+API_KEY = 0
+UnknownTopicIdError = for_code(100)
+InvalidRequiredAcksError = for_code(21)
+
+
+def _one_batch(records: Any) -> bytes:
+    if not records:
+        raise InvalidRecordError("produce request carries no record batch")
+    batches = iter_batches(records)
+    first = next(batches, None)
+    if first is None or next(batches, None) is not None:
+        raise InvalidRecordError("produce requests must carry exactly one record batch")
+    return bytes(records) if not isinstance(records, bytes) else records
+
+
+def register(broker: Broker) -> None:
+    from samsa.broker.server import CloseConnectionRequest
+
+    async def handle(header: RequestHeader, body: Any) -> Any:
+        acks = body.acks
+        topics = []
+        failed: KafkaError | None = None
+        for topic in body.topic_data or ():
+            name = getattr(topic, "name", None)
+            if name is None:
+                info = broker.metadata.by_id(topic.topic_id)
+                name = info.name if info is not None else None
+            partitions = []
+            for data in topic.partition_data or ():
+                entry: dict[str, Any] = {"index": data.index, "log_start_offset": -1}
+                try:
+                    if name is None:
+                        raise UnknownTopicIdError(f"no topic has id {topic.topic_id}")
+                    if acks not in (0, 1, -1):
+                        raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
+                    tp = TopicPartition(name, data.index)
+                    appended = await broker.replica_manager.append(
+                        tp, bytearray(_one_batch(data.records)), required_acks=acks
+                    )
+                    entry.update(
+                        error_code=0,
+                        base_offset=appended.first_offset,
+                        log_append_time=appended.log_append_time,
+                        log_start_offset=appended.log_start_offset,
+                    )
+                except KafkaError as exc:
+                    failed = exc
+                    entry.update(error_fields(exc), base_offset=-1, log_append_time=-1)
+                partitions.append(entry)
+            topics.append(
+                {
+                    "name": name or "",
+                    "topic_id": topic_id_of(topic),
+                    "partition_responses": partitions,
+                }
+            )
+        if acks == 0:
+            if failed is not None:
+                raise CloseConnectionRequest(f"acks=0 produce failed: {failed}")
+            return None
+        return respond(header, {"responses": topics, "throttle_time": 0})
+
+    broker.registry.add(API_KEY, 3, 13, handle, advertised_min=0)
+
+
+def topic_id_of(topic: Any) -> Any:
+    return getattr(topic, "topic_id", None)

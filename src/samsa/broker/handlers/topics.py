@@ -1,0 +1,102 @@
+"""CreateTopics (key 19, versions 2–7) and DeleteTopics (key 20, versions 1–6).
+
+Single node: a replication factor above 1 is INVALID_REPLICATION_FACTOR;
+manual replica assignments may name only this broker. Topic configs are
+checked against Kafka's topic-level names (INVALID_CONFIG otherwise).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.handlers import error_fields, respond
+from samsa.errors import ConfigError, KafkaError, for_code
+from samsa.protocol.codec import RequestHeader
+from samsa.storage.log_config import TOPIC_CONFIG
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+InvalidReplicationFactorError = for_code(38)
+InvalidConfigError = for_code(40)
+InvalidReplicaAssignmentError = for_code(39)
+TopicDeletionDisabledError = for_code(73)
+
+
+def _create_one(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
+    name = topic.name
+    try:
+        replication = topic.replication_factor
+        if replication == -1:
+            replication = broker.config["default.replication.factor"]
+        partitions = topic.num_partitions
+        if topic.assignments:
+            for assignment in topic.assignments:
+                if list(assignment.broker_ids) != [broker.node_id]:
+                    raise InvalidReplicaAssignmentError(
+                        f"replica assignment {list(assignment.broker_ids)} names brokers "
+                        f"other than this one ({broker.node_id})"
+                    )
+            partitions, replication = len(topic.assignments), 1
+        elif partitions == -1:
+            partitions = broker.config["num.partitions"]
+        if replication != 1:
+            raise InvalidReplicationFactorError(
+                f"Replication factor: {replication} larger than available brokers: 1."
+            )
+        configs: dict[str, str] = {}
+        for config in topic.configs or ():
+            if config.value is None:
+                continue
+            try:
+                TOPIC_CONFIG.parse_value(config.name, config.value)
+            except ConfigError as exc:
+                raise InvalidConfigError(str(exc)) from exc
+            configs[config.name] = config.value
+        info = broker.metadata.create_topic(name, partitions, configs, validate_only=validate_only)
+        if not validate_only:
+            broker.replica_manager.ensure_partitions(info)
+        return {
+            "name": name,
+            "topic_id": info.topic_id,
+            "error_code": 0,
+            "num_partitions": partitions,
+            "replication_factor": replication,
+            "configs": None,
+        }
+    except KafkaError as exc:
+        return {"name": name, **error_fields(exc), "num_partitions": -1, "replication_factor": -1}
+
+
+def register(broker: Broker) -> None:
+    async def create_topics(header: RequestHeader, body: Any) -> Any:
+        validate_only = getattr(body, "validate_only", False)
+        results = [_create_one(broker, topic, validate_only) for topic in body.topics]
+        return respond(header, {"throttle_time": 0, "topics": results})
+
+    async def delete_topics(header: RequestHeader, body: Any) -> Any:
+        if hasattr(body, "topics"):
+            wanted = [(t.name, t.topic_id) for t in body.topics]
+        else:
+            wanted = [(name, None) for name in body.topic_names]
+        results = []
+        for name, topic_id in wanted:
+            try:
+                if not broker.config["delete.topic.enable"]:
+                    raise TopicDeletionDisabledError("delete.topic.enable is false")
+                if name is None and topic_id is not None:
+                    found = broker.metadata.by_id(topic_id)
+                    if found is None:
+                        raise for_code(100)(f"no topic has id {topic_id}")
+                    name = found.name
+                info = broker.metadata.delete_topic(name or "")
+                broker.replica_manager.remove_topic(info.name)
+                results.append({"name": info.name, "topic_id": info.topic_id, "error_code": 0})
+            except KafkaError as exc:
+                results.append({"name": name, "topic_id": topic_id, **error_fields(exc)})
+        return respond(header, {"throttle_time": 0, "responses": results})
+
+    broker.registry.add(CREATE_TOPICS, 2, 7, create_topics)
+    broker.registry.add(DELETE_TOPICS, 1, 6, delete_topics)

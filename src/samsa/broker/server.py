@@ -1,0 +1,215 @@
+"""The broker process: start-up, the listening sockets, connections, shutdown.
+
+One asyncio loop (uvloop when installed). Each connection splits its byte
+stream into frames (checked against ``socket.request.max.bytes`` before any
+allocation), handles them one at a time, and writes responses in request
+order. A malformed frame, an unknown API key or version, or a body that does
+not parse closes that connection and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, cast
+
+from samsa.broker.config import BrokerConfig, Listener
+from samsa.broker.handlers import register_all
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.cluster.local import LocalMetadataStore
+from samsa.errors import SamsaError
+from samsa.protocol.codec import (
+    RequestDecodeError,
+    decode_request,
+    encode_response,
+    peek_header,
+)
+from samsa.protocol.framing import FrameDecoder, FrameError
+from samsa.storage import LogManager
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+_MAX_QUEUED_FRAMES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class BoundAddress:
+    host: str
+    port: int
+
+
+class Broker:
+    """Everything a request handler may need, and the broker's lifecycle."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.metadata = LocalMetadataStore(config.log_dirs, config.node_id, config["cluster.id"])
+        self.log_manager = LogManager(
+            config.log_dirs,
+            config.log_defaults,
+            retention_check_interval_ms=config["log.retention.check.interval.ms"],
+            flush_scheduler_interval_ms=config["log.flush.scheduler.interval.ms"],
+            checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"] or 60_000,
+        )
+        self.replica_manager = ReplicaManager(self.log_manager, self.metadata, config.log_defaults)
+        self.registry = ApiRegistry()
+        register_all(self)
+        self.bound: list[BoundAddress] = []
+        self._servers: list[asyncio.base_events.Server] = []
+        self._connections: set[Connection] = set()
+        self._stopped = asyncio.Event()
+
+    @property
+    def advertised(self) -> Listener:
+        """The address clients are told to use (first advertised listener; real port if 0)."""
+        listener = self.config.advertised_listeners[0]
+        if listener.port == 0 and self.bound:
+            return Listener(listener.name, listener.host, self.bound[0].port)
+        return listener
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        await asyncio.to_thread(self.metadata.load)
+        await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)
+        self.replica_manager.load()
+        self.log_manager.start_background_tasks()
+        loop = asyncio.get_running_loop()
+        for listener in self.config.listeners:
+            server = await loop.create_server(
+                lambda: Connection(self), listener.host, listener.port, reuse_address=True
+            )
+            self._servers.append(server)
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                self.bound.append(BoundAddress(host, port))
+        addresses = ", ".join(f"{b.host}:{b.port}" for b in self.bound)
+        log.info(
+            "samsa broker %d ready on %s (cluster %s, data in %s) in %.0f ms",
+            self.node_id,
+            addresses,
+            self.metadata.cluster_id,
+            ", ".join(str(d) for d in self.config.log_dirs),
+            (time.monotonic() - started) * 1000,
+        )
+
+    async def stop(self) -> None:
+        """Stop accepting, finish or fail in-flight requests, flush, checkpoint, mark clean."""
+        for server in self._servers:
+            server.close()
+        self.replica_manager.shutdown()
+        for connection in list(self._connections):
+            connection.close()
+        for server in self._servers:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 5)
+        await self.log_manager.shutdown()
+        self._stopped.set()
+        log.info("samsa broker %d stopped cleanly", self.node_id)
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+
+class Connection(asyncio.Protocol):
+    """One client connection: frames in, responses out, in order."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self.transport: asyncio.Transport | None = None
+        self.worker: asyncio.Task[None] | None = None
+        self.peer = "?"
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.broker._connections.add(self)
+        self.worker = asyncio.get_running_loop().create_task(self._serve())
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self.decoder.feed(data)
+        except FrameError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        for frame in frames:
+            self.queue.put_nowait(frame)
+        if self.queue.qsize() > _MAX_QUEUED_FRAMES and self.transport and not self._paused:
+            self.transport.pause_reading()
+            self._paused = True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.broker._connections.discard(self)
+        if self.worker is not None:
+            self.worker.cancel()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def _serve(self) -> None:
+        try:
+            while True:
+                frame = await self.queue.get()
+                if self._paused and self.queue.qsize() < _MAX_QUEUED_FRAMES // 2:
+                    assert self.transport is not None
+                    self.transport.resume_reading()
+                    self._paused = False
+                response = await self._handle(frame)
+                if response is None:
+                    continue
+                if self.transport is None or self.transport.is_closing():
+                    return
+                self.transport.write(response)
+        except asyncio.CancelledError:
+            pass
+        except _CloseConnection as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+        except Exception:
+            log.exception("closing connection from %s after an internal error", self.peer)
+            self.close()
+
+    async def _handle(self, frame: bytes) -> bytes | None:
+        try:
+            api_key, api_version, correlation_id = peek_header(frame)
+        except RequestDecodeError as exc:
+            raise _CloseConnection(str(exc)) from exc
+        registry = self.broker.registry
+        if not registry.supports(api_key, api_version):
+            if api_key == API_VERSIONS_KEY:
+                from samsa.broker.handlers.api_versions import unsupported_version_response
+
+                return encode_response(correlation_id, unsupported_version_response(registry))
+            raise _CloseConnection(f"API key {api_key} version {api_version} is not served")
+        try:
+            header, body = decode_request(frame)
+        except RequestDecodeError as exc:
+            raise _CloseConnection(f"unparseable request (key {api_key}): {exc}") from exc
+        handler = registry.handler_for(api_key, api_version)
+        assert handler is not None
+        try:
+            response: Any = await handler(header, body)
+        except CloseConnectionRequest as exc:
+            raise _CloseConnection(str(exc)) from exc
+        if response is None:
+            return None
+        return encode_response(correlation_id, response)
+
+
+class CloseConnectionRequest(SamsaError):
+    """Raised by a handler to close the client's connection (e.g. an acks=0 produce error)."""
+
+
+class _CloseConnection(Exception):
+    pass

@@ -1,0 +1,5 @@
+"""The ``samsa`` command."""
+
+from samsa.cli.main import main
+
+__all__ = ["main"]

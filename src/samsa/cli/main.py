@@ -1,0 +1,84 @@
+"""``samsa`` entry point: subcommands with the flags Kafka users already type."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from samsa.errors import SamsaError
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from samsa.broker.config import BrokerConfig
+    from samsa.broker.server import Broker
+
+    try:
+        config = BrokerConfig.load(args.config, args.override or [])
+    except SamsaError as exc:
+        print(f"samsa serve: {exc}", file=sys.stderr)
+        print("fix the configuration (server.properties or --override) and start again",
+              file=sys.stderr)  # fmt: skip
+        return 2
+
+    async def run() -> int:
+        broker = Broker(config)
+        loop = asyncio.get_running_loop()
+        stopping: list[asyncio.Task[None]] = []
+
+        def request_stop() -> None:
+            if not stopping:
+                logging.getLogger("samsa").info("shutting down")
+                stopping.append(loop.create_task(broker.stop()))
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, request_stop)
+        try:
+            await broker.start()
+        except (SamsaError, OSError) as exc:
+            print(f"samsa serve: cannot start: {exc}", file=sys.stderr)
+            await broker.stop()
+            return 1
+        await broker.wait_stopped()
+        return 0
+
+    try:
+        import uvloop
+    except ImportError:  # uvloop is optional: the stdlib loop serves the same protocol
+        return asyncio.run(run())
+    return uvloop.run(run())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="samsa", description="A streaming platform that speaks the Kafka protocol."
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run a broker")
+    serve.add_argument("--config", type=Path, help="a server.properties file")
+    serve.add_argument(
+        "--override",
+        action="append",
+        metavar="KEY=VALUE",
+        help="set a broker property (repeatable), e.g. --override log.dirs=./data",
+    )
+    serve.set_defaults(func=_serve)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Cluster metadata: the single-node store (ZooKeeper-coordinated clusters come later)."""

@@ -1,0 +1,194 @@
+"""Single-node metadata: topics, their ids, partition counts and config overrides.
+
+Kept in ``<first log dir>/samsa-topics.json``, rewritten atomically on every
+change, and ``meta.properties`` (cluster id, node id) in every data directory,
+as Kafka keeps it. No other process is needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from samsa.errors import ConfigError, StorageError, for_code
+from samsa.storage.checkpoint import write_atomically
+
+TOPICS_FILE = "samsa-topics.json"
+META_PROPERTIES = "meta.properties"
+MAX_TOPIC_NAME = 249
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+InvalidTopicError = for_code(17)
+TopicExistsError = for_code(36)
+UnknownTopicError = for_code(3)
+InvalidPartitionsError = for_code(37)
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules: 1–249 characters of ``[a-zA-Z0-9._-]``, not ``.`` or ``..``."""
+    if not name or name in (".", ".."):
+        raise InvalidTopicError(f"topic name {name!r} is not allowed")
+    if len(name) > MAX_TOPIC_NAME:
+        raise InvalidTopicError(f"topic name is longer than {MAX_TOPIC_NAME} characters")
+    if not _LEGAL_TOPIC.match(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
+        )
+
+
+def new_cluster_id() -> str:
+    """22 characters of URL-safe base64 of a random UUID, like Kafka's cluster ids."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: Mapping[str, str] = field(default_factory=dict)
+    is_internal: bool = False
+
+
+class LocalMetadataStore:
+    """Owner of the topic table; one writer (the broker's event loop)."""
+
+    def __init__(self, log_dirs: tuple[Path, ...], node_id: int, cluster_id: str = "") -> None:
+        self.log_dirs = log_dirs
+        self.node_id = node_id
+        self.path = log_dirs[0] / TOPICS_FILE
+        self._topics: dict[str, TopicInfo] = {}
+        self.cluster_id = cluster_id
+
+    def load(self) -> None:
+        """Read meta.properties (checking cluster and node ids agree) and the topic table."""
+        found: set[str] = set()
+        for directory in self.log_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+            meta = directory / META_PROPERTIES
+            if meta.exists():
+                props = dict(
+                    line.split("=", 1)
+                    for line in meta.read_text().splitlines()
+                    if "=" in line and not line.startswith("#")
+                )
+                if int(props.get("node.id", self.node_id)) != self.node_id:
+                    raise ConfigError(
+                        f"{meta} belongs to node {props.get('node.id')}, not {self.node_id}; "
+                        "use that node.id or another log.dirs"
+                    )
+                found.add(props.get("cluster.id", ""))
+        found.discard("")
+        if len(found) > 1:
+            raise StorageError(f"data directories belong to different clusters: {sorted(found)}")
+        if found:
+            existing = found.pop()
+            if self.cluster_id and self.cluster_id != existing:
+                raise ConfigError(
+                    f"cluster.id {self.cluster_id} differs from {existing} in meta.properties"
+                )
+            self.cluster_id = existing
+        self.cluster_id = self.cluster_id or new_cluster_id()
+        for directory in self.log_dirs:
+            meta = directory / META_PROPERTIES
+            if not meta.exists():
+                text = f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\n"
+                write_atomically(meta, text.encode())
+        if self.path.exists():
+            try:
+                raw = json.loads(self.path.read_text())
+                for item in raw["topics"]:
+                    info = TopicInfo(
+                        name=item["name"],
+                        topic_id=uuid.UUID(item["topic_id"]),
+                        partitions=int(item["partitions"]),
+                        configs=dict(item.get("configs", {})),
+                        is_internal=bool(item.get("is_internal", False)),
+                    )
+                    self._topics[info.name] = info
+            except (ValueError, KeyError, TypeError) as exc:
+                raise StorageError(f"{self.path} is malformed: {exc}") from exc
+
+    def _save(self) -> None:
+        data = {
+            "version": 1,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": str(t.topic_id),
+                    "partitions": t.partitions,
+                    "configs": dict(t.configs),
+                    "is_internal": t.is_internal,
+                }
+                for t in sorted(self._topics.values(), key=lambda t: t.name)
+            ],
+        }
+        write_atomically(self.path, json.dumps(data, indent=1).encode())
+
+    # -- queries -----------------------------------------------------------------
+    def topics(self) -> dict[str, TopicInfo]:
+        return dict(self._topics)
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return next((t for t in self._topics.values() if t.topic_id == topic_id), None)
+
+    # -- changes ---------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str] | None = None,
+        *,
+        is_internal: bool = False,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self._topics:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        if partitions < 1:
+            raise InvalidPartitionsError(
+                f"number of partitions must be at least 1, not {partitions}"
+            )
+        info = TopicInfo(name, uuid.uuid4(), partitions, dict(configs or {}), is_internal)
+        if not validate_only:
+            self._topics[name] = info
+            self._save()
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self._topics.pop(name, None)
+        if info is None:
+            raise UnknownTopicError(f"topic {name!r} does not exist")
+        self._save()
+        return info
+
+    def set_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicError(f"topic {name!r} does not exist")
+        if count <= info.partitions:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {info.partitions} partitions; the new count must be larger"
+            )
+        updated = replace(info, partitions=count)
+        if not validate_only:
+            self._topics[name] = updated
+            self._save()
+        return updated
+
+    def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicError(f"topic {name!r} does not exist")
+        updated = replace(info, configs=dict(configs))
+        self._topics[name] = updated
+        self._save()
+        return updated

@@ -1,0 +1,127 @@
+"""Build kio message objects of any version from plain values keyed by Kafka field names.
+
+kio generates one set of frozen dataclasses per message version. Handlers
+describe a response once, as dicts and lists using the field names of Kafka's
+JSON schemas, and :func:`build` turns that into the exact classes of the
+version being answered: fields a version lacks are dropped, fields a handler
+leaves out get their schema default (or the type's zero), error codes may be
+plain ints, durations plain milliseconds, and timestamps epoch milliseconds
+(-1 for none).
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, fields
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
+
+_UTC = datetime.UTC
+
+
+def _to_timedelta(value: Any) -> Any:
+    return (
+        value if isinstance(value, datetime.timedelta) else datetime.timedelta(milliseconds=value)
+    )
+
+
+def _to_datetime(value: Any) -> Any:
+    if value is None or isinstance(value, datetime.datetime):
+        return value
+    if value < 0:
+        return None
+    return datetime.datetime.fromtimestamp(value / 1000, tz=_UTC)
+
+
+def _to_error_code(value: Any) -> Any:
+    return value if isinstance(value, ErrorCode) else ErrorCode(value)
+
+
+_PRIMITIVE_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "error_code": _to_error_code,
+    "timedelta_i32": _to_timedelta,
+    "timedelta_i64": _to_timedelta,
+    "datetime_i64": _to_datetime,
+}
+
+_ZERO_BY_KAFKA_TYPE: dict[str, Any] = {
+    "error_code": ErrorCode.none,
+    "timedelta_i32": datetime.timedelta(0),
+    "timedelta_i64": datetime.timedelta(0),
+    "datetime_i64": None,
+    "string": "",
+    "bool": False,
+    "records": None,
+    "uuid": None,
+    "bytes": b"",
+}
+
+
+class _FieldPlan:
+    __slots__ = ("convert", "default", "name", "nested", "nested_tuple")
+
+    def __init__(self, f: Any) -> None:
+        self.name: str = f.name
+        kind = classify_field(f)
+        self.nested: type | None = None
+        self.nested_tuple = False
+        self.convert: Callable[[Any], Any] | None = None
+        if isinstance(kind, EntityTupleField):
+            self.nested, self.nested_tuple = kind.type_, True
+        elif isinstance(kind, EntityField):
+            self.nested = kind.type_
+        else:
+            kafka_type = f.metadata.get("kafka_type", "")
+            self.convert = _PRIMITIVE_CONVERTERS.get(kafka_type)
+        if f.default is not MISSING:
+            self.default: Any = f.default
+        elif f.default_factory is not MISSING:
+            self.default = f.default_factory()
+        elif is_optional(f):
+            self.default = None
+        elif self.nested_tuple or getattr(kind, "is_array", False):
+            self.default = ()
+        elif self.nested is not None:
+            self.default = None  # built from {} on demand
+        else:
+            self.default = _ZERO_BY_KAFKA_TYPE.get(f.metadata.get("kafka_type", ""), 0)
+
+
+@functools.cache
+def _plan(cls: type) -> tuple[_FieldPlan, ...]:
+    return tuple(_FieldPlan(f) for f in fields(cls))
+
+
+def build(cls: type, values: Mapping[str, Any]) -> Any:
+    """An instance of kio class ``cls`` from ``values`` (nested dicts and lists allowed)."""
+    kwargs: dict[str, Any] = {}
+    for plan in _plan(cls):
+        if plan.name in values:
+            value = values[plan.name]
+            if plan.nested is not None and value is not None:
+                if plan.nested_tuple:
+                    nested = plan.nested
+                    value = tuple(
+                        item if isinstance(item, nested) else build(nested, item) for item in value
+                    )
+                elif not isinstance(value, plan.nested):
+                    value = build(plan.nested, value)
+            elif plan.convert is not None:
+                value = plan.convert(value)
+            elif isinstance(value, list):
+                value = tuple(value)
+            kwargs[plan.name] = value
+        elif plan.default is None and plan.nested is not None and not plan.nested_tuple:
+            kwargs[plan.name] = build(plan.nested, {})
+        else:
+            kwargs[plan.name] = plan.default
+    return cls(**kwargs)
+
+
+def field_names(cls: type) -> frozenset[str]:
+    """The field names a kio class has (to test whether a version carries a field)."""
+    return frozenset(p.name for p in _plan(cls))

@@ -1,0 +1,94 @@
+"""Start, stop and kill a real ``samsa serve`` process."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+_READY = re.compile(r"ready on (\S+):(\d+)")
+
+
+class BrokerProcess:
+    """A running broker: its bootstrap address, data dir, log file and process."""
+
+    def __init__(self, data_dir: Path, overrides: Sequence[str] = (), port: int = 0) -> None:
+        self.data_dir = data_dir
+        self.overrides = list(overrides)
+        self.port = port
+        self.log_path = data_dir.parent / f"{data_dir.name}.broker.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.host = "127.0.0.1"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
+        """Start the process and wait for its ready line (port 0 → the port it picked)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = [
+            sys.executable, "-m", "samsa", "serve",
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "--override", f"log.dirs={self.data_dir}",
+        ]  # fmt: skip
+        for item in self.overrides:
+            args += ["--override", item]
+        log_file = open(self.log_path, "ab")  # noqa: SIM115 (handed to the child)
+        offset = log_file.tell()
+        try:
+            self.process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT)
+        finally:
+            log_file.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = self.log_path.read_bytes()[offset:].decode(errors="replace")
+            match = _READY.search(text)
+            if match:
+                self.host, self.port = match.group(1), int(match.group(2))
+                return self
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.process.returncode}:\n{text}")
+            time.sleep(0.02)
+        self.kill()
+        raise RuntimeError(f"broker not ready after {timeout} s; see {self.log_path}")
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM and wait: a clean shutdown. Returns the exit code."""
+        if self.process is None:
+            return 0
+        self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout)
+        self.process = None
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL: the crash a power cut or OOM killer would cause."""
+        if self.process is not None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+            self.process = None
+
+    def restart(self) -> BrokerProcess:
+        """Stop (if running) and start again on the same port and data dir."""
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> BrokerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None:
+            self.stop()
+
+
+def start_broker(
+    data_dir: Path, overrides: Sequence[str] = (), port: int = 0, timeout: float = 20.0
+) -> BrokerProcess:
+    """Start ``samsa serve`` on loopback with ``data_dir``; returns once it is ready."""
+    return BrokerProcess(data_dir, overrides, port).start(timeout)
