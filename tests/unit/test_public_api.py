@@ -34,9 +34,9 @@ def test_storage_exports_are_pinned() -> None:
 
 def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     readme = (ROOT / "README.md").read_text()
-    match = re.search(r"```python\n(.*?)```", readme, re.S)
-    assert match is not None
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "LogManager" in b]
+    assert len(blocks) == 1
     monkeypatch.chdir(tmp_path)
-    exec(compile(match.group(1), "README.md", "exec"), {})
+    exec(compile(blocks[0], "README.md", "exec"), {})
     assert (tmp_path / "data" / "orders-0" / f"{0:020d}.log").stat().st_size > 0
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()

@@ -127,6 +127,8 @@ class Connection(asyncio.Protocol):
         self.worker: asyncio.Task[None] | None = None
         self.peer = "?"
         self._paused = False
+        self._writable = asyncio.Event()
+        self._writable.set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -148,7 +150,16 @@ class Connection(asyncio.Protocol):
             self.transport.pause_reading()
             self._paused = True
 
+    def pause_writing(self) -> None:
+        # The peer is not reading: stop taking requests until its responses drain,
+        # as Kafka mutes a connection while a response is in flight.
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self._writable.set()
         self.broker._connections.discard(self)
         if self.worker is not None:
             self.worker.cancel()
@@ -160,6 +171,7 @@ class Connection(asyncio.Protocol):
     async def _serve(self) -> None:
         try:
             while True:
+                await self._writable.wait()
                 frame = await self.queue.get()
                 if self._paused and self.queue.qsize() < _MAX_QUEUED_FRAMES // 2:
                     assert self.transport is not None

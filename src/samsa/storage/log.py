@@ -24,13 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from samsa.errors import OffsetOutOfRangeError, StorageError
+from samsa.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
 from samsa.records.batch import (
     NO_TIMESTAMP,
     RecordBatchView,
     read_batch,
 )
 from samsa.storage.log_config import LogConfig
+from samsa.storage.producer_state import ProducerStateManager
 from samsa.storage.segment import (
     DELETED_SUFFIX,
     EMPTY_REGION,
@@ -96,6 +97,7 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = clock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.producer_state = ProducerStateManager(directory)
         self.on_roll: Callable[[Log, int], None] | None = None
         """Called with the new segment's base offset after a roll (to flush the old ones)."""
 
@@ -171,6 +173,14 @@ class Log:
         if view.readonly:
             view = memoryview(bytearray(view))  # offsets are written in place
         batches = self._checked_batches(view, origin, now)
+        if origin is AppendOrigin.CLIENT:
+            for batch in batches:
+                duplicate = self.producer_state.check(batch)
+                if duplicate is not None and len(batches) == 1:
+                    # A retry of a batch already in the log: its first offsets, no write.
+                    return AppendInfo(duplicate.first_offset, duplicate.last_offset,
+                                      duplicate.timestamp, duplicate.last_offset, NO_TIMESTAMP,
+                                      0, 0, self.log_start_offset)  # fmt: skip
         next_offset = self._leo.offset
         log_append_time = now if self.config.log_append_time else NO_TIMESTAMP
         for batch in batches:
@@ -227,6 +237,8 @@ class Log:
         if segment.should_roll(view.nbytes, max_timestamp, last_offset, now):
             segment = self.roll(batches[0].base_offset)
         segment.append(view, batches)
+        for batch in batches:
+            self.producer_state.update(batch)
         self._leo = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
         self.unflushed_messages += records
         return AppendInfo(
@@ -250,6 +262,7 @@ class Log:
         if new_base <= active.base_offset:
             raise StorageError(f"cannot roll to {new_base}: active segment starts at it or later")
         active.on_become_inactive()
+        self.producer_state.write_snapshot(new_base)
         segment = LogSegment(
             self.directory, new_base, self.config, created_ms=self.clock(),
             rolling_jitter_ms=0,
@@ -432,6 +445,8 @@ class Log:
         self._leo = LogOffsetMetadata(active.read_next_offset(), active.base_offset, active.size)
         self.recovery_point = min(self.recovery_point, self._leo.offset)
         self.update_high_watermark(min(self._hw.offset, self._leo.offset))
+        self.producer_state.delete_snapshots_after(self._leo.offset)
+        self.rebuild_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at ``offset``."""
@@ -445,6 +460,8 @@ class Log:
         self.log_start_offset = offset
         self.recovery_point = offset
         self._hw = self._leo
+        self.producer_state.delete_snapshots_after(-1)
+        self.producer_state.producers.clear()
 
     # -- durability -------------------------------------------------------------
     def should_flush(self) -> bool:
@@ -484,8 +501,32 @@ class Log:
         self.flush_segments(segments)
         self.mark_flushed(target)
 
+    def rebuild_producer_state(self) -> None:
+        """Load the newest usable producer snapshot and replay the batches after it."""
+        state = self.producer_state
+        leo = self._leo.offset
+        state.delete_snapshots_after(leo)
+        start = self.log_start_offset
+        state.producers.clear()
+        for snapshot in reversed(state.snapshot_offsets()):
+            try:
+                state.load_snapshot(snapshot)
+                start = max(snapshot, start)
+                break
+            except (StorageError, CorruptRecordError, OSError):
+                state.producers.clear()
+                (self.directory / f"{snapshot:020d}.snapshot").unlink(missing_ok=True)
+        for i, segment in enumerate(self._segments):
+            following = self._bases[i + 1] if i + 1 < len(self._bases) else leo + 1
+            if following <= start:
+                continue
+            for header in segment.batch_headers(start):
+                if header.base_offset >= start:
+                    state.update(header)
+
     def close(self) -> None:
-        """Close every segment (files of deleted ones are removed)."""
+        """Snapshot producer state, close every segment (files of deleted ones are removed)."""
+        self.producer_state.write_snapshot(self._leo.offset)
         for segment in self._segments:
             segment.close()
         self.purge_deleted_segments(force=True)

@@ -27,7 +27,7 @@ from samsa.storage.segment import (
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex|\.snapshot)(.*)$")
+_SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(.*)$")
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap")
 
 
@@ -75,7 +75,7 @@ def load_log(
                     later.delete_files()
                 break
         kept.append(segment)
-    return Log(
+    loaded = Log(
         directory,
         config,
         kept,
@@ -84,6 +84,8 @@ def load_log(
         high_watermark=high_watermark,
         clock=clock,
     )
+    loaded.rebuild_producer_state()
+    return loaded
 
 
 def _first_unflushed(segments: list[LogSegment], recovery_point: int) -> int:

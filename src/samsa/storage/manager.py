@@ -115,7 +115,8 @@ class LogManager:
 
     def _load_dir(self, directory: Path, topic_configs: Callable[[str], LogConfig] | None) -> None:
         marker = directory / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
+        fresh = not any(child.is_dir() for child in directory.iterdir())
+        clean = marker.exists() or fresh
         self.had_clean_shutdown[directory] = clean
         recovery_points = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
@@ -142,7 +143,7 @@ class LogManager:
                 clock=self.clock,
             )
             self._register(tp, loaded, directory)
-        if clean:
+        if marker.exists():
             # From here on a crash must be detected: the marker returns at clean shutdown.
             marker.unlink()
             fsync_dir(directory)
@@ -150,7 +151,7 @@ class LogManager:
             "loaded %d logs from %s (%s shutdown)",
             sum(1 for d in self._dir_of.values() if d == directory),
             directory,
-            "clean" if clean else "unclean",
+            "new directory" if fresh else ("clean" if clean else "unclean"),
         )
 
     def _register(self, tp: TopicPartition, partition_log: Log, directory: Path) -> None:

@@ -250,6 +250,14 @@ class LogSegment:
             yield _BatchPosition(position, base_offset, base_offset + delta, size)
             position += size
 
+    def batch_headers(self, from_offset: int = 0) -> Iterator[RecordBatchView]:
+        """Header-only views of the batches ending at or after ``from_offset`` (no CRC check)."""
+        start = self._translate_offset(from_offset)
+        if start is None:
+            return
+        for batch in self._batch_positions(start.position):
+            yield RecordBatchView(memoryview(os.pread(self._fd, HEADER_SIZE, batch.position)))
+
     def _translate_offset(self, offset: int, start_position: int = 0) -> _BatchPosition | None:
         """The first batch whose last offset is >= ``offset``, searching from the index."""
         _, position = self.offset_index.lookup(offset)

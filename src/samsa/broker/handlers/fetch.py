@@ -32,13 +32,19 @@ UnknownTopicIdError = for_code(UNKNOWN_TOPIC_ID)
 def register(broker: Broker) -> None:
     replicas = broker.replica_manager
 
+    broker_max_bytes = int(broker.config["fetch.max.bytes"])
+
     def read_all(body: Any, names: list[str | None]) -> tuple[list[dict[str, Any]], int]:
-        remaining = body.max_bytes
+        remaining = min(body.max_bytes, broker_max_bytes)
         total = 0
         responses = []
+        seen: set[tuple[str | None, int]] = set()
         for topic, name in zip(body.topics, names, strict=True):
             partitions = []
             for p in topic.partitions:
+                if (name, p.partition) in seen:
+                    continue  # a partition named twice is read once
+                seen.add((name, p.partition))
                 entry: dict[str, Any] = {
                     "partition_index": p.partition,
                     "error_code": 0,

@@ -19,15 +19,32 @@ if TYPE_CHECKING:
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
+MAX_PARTITIONS_PER_REQUEST = 10_000
+PolicyViolationError = for_code(44)
 InvalidReplicationFactorError = for_code(38)
 InvalidConfigError = for_code(40)
 InvalidReplicaAssignmentError = for_code(39)
 TopicDeletionDisabledError = for_code(73)
 
 
-def _create_one(broker: Broker, topic: Any, validate_only: bool) -> dict[str, Any]:
+def _requested_partitions(broker: Broker, topic: Any) -> int:
+    if topic.assignments:
+        return len(topic.assignments)
+    count = topic.num_partitions
+    return int(broker.config["num.partitions"]) if count == -1 else int(count)
+
+
+def _create_one(
+    broker: Broker, topic: Any, validate_only: bool, over_limit: bool
+) -> dict[str, Any]:
     name = topic.name
     try:
+        if over_limit:
+            # Kafka's cap (KAFKA-17870): one request may not create this many partitions.
+            raise PolicyViolationError(
+                "Excessively large number of partitions per request: more than "
+                f"{MAX_PARTITIONS_PER_REQUEST}"
+            )
         replication = topic.replication_factor
         if replication == -1:
             replication = broker.config["default.replication.factor"]
@@ -73,7 +90,9 @@ def _create_one(broker: Broker, topic: Any, validate_only: bool) -> dict[str, An
 def register(broker: Broker) -> None:
     async def create_topics(header: RequestHeader, body: Any) -> Any:
         validate_only = getattr(body, "validate_only", False)
-        results = [_create_one(broker, topic, validate_only) for topic in body.topics]
+        total = sum(max(_requested_partitions(broker, t), 0) for t in body.topics)
+        over = total > MAX_PARTITIONS_PER_REQUEST
+        results = [_create_one(broker, topic, validate_only, over) for topic in body.topics]
         return respond(header, {"throttle_time": 0, "topics": results})
 
     async def delete_topics(header: RequestHeader, body: Any) -> Any:
