@@ -123,3 +123,23 @@ def test_deleting_a_topic_frees_its_files(tmp_path: Path) -> None:
         assert "doomed" not in admin.list_topics(timeout=10).topics
     finally:
         broker.stop()
+
+
+def test_idempotent_producer_round_trips_without_duplicates(samsa_broker: BrokerProcess) -> None:
+    topic = "idempotent"
+    _create_topic(samsa_broker.bootstrap, topic, 2)
+    producer = Producer(
+        {
+            "bootstrap.servers": samsa_broker.bootstrap,
+            "enable.idempotence": True,
+            "linger.ms": 2,
+            **QUIET,
+        }
+    )
+    for i in range(5_000):
+        producer.produce(topic, f"v{i}".encode(), f"k{i}".encode())
+        if i % 500 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+    received = _consume_all(samsa_broker.bootstrap, topic, 2, 5_000)
+    assert sorted(m.value() for m in received) == sorted(f"v{i}".encode() for i in range(5_000))

@@ -229,7 +229,6 @@ def test_beginning_and_end_offsets_bound_each_partition(
     assert [end[tp] for tp in partitions] == [500, 500, 0]
 
 
-@pytest.mark.skip(reason="InitProducerId (idempotent producer) not served yet")
 def test_default_producer_settings_round_trip(samsa_broker: BrokerProcess) -> None:
     # kafka-python 3 enables idempotence by default (KIP-679): the producer first asks
     # for a producer id with InitProducerId (API key 22).

@@ -21,6 +21,7 @@ from samsa.storage.checkpoint import write_atomically
 TOPICS_FILE = "samsa-topics.json"
 META_PROPERTIES = "meta.properties"
 MAX_TOPIC_NAME = 249
+PRODUCER_ID_BLOCK = 1000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 InvalidTopicError = for_code(17)
@@ -64,6 +65,8 @@ class LocalMetadataStore:
         self.path = log_dirs[0] / TOPICS_FILE
         self._topics: dict[str, TopicInfo] = {}
         self.cluster_id = cluster_id
+        self._next_producer_id = 0
+        self._producer_id_block_end = 0
 
     def load(self) -> None:
         """Read meta.properties (checking cluster and node ids agree) and the topic table."""
@@ -102,6 +105,9 @@ class LocalMetadataStore:
         if self.path.exists():
             try:
                 raw = json.loads(self.path.read_text())
+                # Ids of the block in use when the broker stopped are never handed out again.
+                self._next_producer_id = int(raw.get("producer_id_block_end", 0))
+                self._producer_id_block_end = self._next_producer_id
                 for item in raw["topics"]:
                     info = TopicInfo(
                         name=item["name"],
@@ -117,6 +123,7 @@ class LocalMetadataStore:
     def _save(self) -> None:
         data = {
             "version": 1,
+            "producer_id_block_end": self._producer_id_block_end,
             "topics": [
                 {
                     "name": t.name,
@@ -141,6 +148,15 @@ class LocalMetadataStore:
         return next((t for t in self._topics.values() if t.topic_id == topic_id), None)
 
     # -- changes ---------------------------------------------------------------------
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before, even across restarts (blocks of 1000)."""
+        if self._next_producer_id >= self._producer_id_block_end:
+            self._producer_id_block_end = self._next_producer_id + PRODUCER_ID_BLOCK
+            self._save()
+        producer_id = self._next_producer_id
+        self._next_producer_id += 1
+        return producer_id
+
     def create_topic(
         self,
         name: str,

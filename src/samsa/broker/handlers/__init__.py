@@ -39,8 +39,9 @@ def register_all(broker: Broker) -> None:
         list_offsets,
         metadata,
         produce,
+        producer_id,
         topics,
     )
 
-    for module in (api_versions, metadata, topics, produce, fetch, list_offsets):
+    for module in (api_versions, metadata, topics, produce, fetch, list_offsets, producer_id):
         module.register(broker)
