@@ -9,7 +9,16 @@ from typing import Any
 from samsa.protocol.codec import RequestHeader
 
 Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
-"""Takes the request header and kio body; returns a kio response, or None for no response."""
+"""Takes the request header and kio body; returns a kio response, a :class:`RawResponse`,
+or None for no response."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawResponse:
+    """An already-encoded response frame: byte chunks and file regions to ``sendfile``."""
+
+    chunks: list[Any]
+    size: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, cast
 
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.handlers import register_all
-from samsa.broker.registry import ApiRegistry
+from samsa.broker.registry import ApiRegistry, RawResponse
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.cluster.local import LocalMetadataStore
 from samsa.errors import SamsaError
@@ -129,9 +130,16 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self._writable = asyncio.Event()
         self._writable.set()
+        self._socket_fd = -1
+        self._watch_fd = -1
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        # high=0: pause_writing marks any unsent data, resume_writing a fully drained
+        # buffer — the moment file regions may go straight to the socket.
+        self.transport.set_write_buffer_limits(high=0, low=0)
+        sock = transport.get_extra_info("socket")
+        self._socket_fd = sock.fileno() if sock is not None else -1
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.broker._connections.add(self)
@@ -160,6 +168,9 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._writable.set()
+        if self._watch_fd >= 0:
+            os.close(self._watch_fd)
+            self._watch_fd = -1
         self.broker._connections.discard(self)
         if self.worker is not None:
             self.worker.cancel()
@@ -182,17 +193,71 @@ class Connection(asyncio.Protocol):
                     continue
                 if self.transport is None or self.transport.is_closing():
                     return
-                self.transport.write(response)
+                if isinstance(response, RawResponse):
+                    await self._write_chunks(response.chunks)
+                else:
+                    self.transport.write(response)
         except asyncio.CancelledError:
             pass
         except _CloseConnection as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.close()
+        except (OSError, TimeoutError) as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
+            self.close()
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
             self.close()
 
-    async def _handle(self, frame: bytes) -> bytes | None:
+    async def _write_chunks(self, chunks: list[Any]) -> None:
+        """Write bytes through the transport and file regions with ``os.sendfile``.
+
+        A region goes out only once the transport's buffer is empty, so the bytes
+        stay in order. When the socket is full, the loop waits for it to become
+        writable through a duplicate descriptor of the socket (the transport owns
+        the original), so nothing blocks and no thread is needed.
+        """
+        transport = self.transport
+        assert transport is not None
+        for chunk in chunks:
+            if isinstance(chunk, bytes):
+                transport.write(chunk)
+                continue
+            if chunk.length == 0:
+                continue
+            await self._writable.wait()
+            sent = 0
+            while sent < chunk.length:
+                if transport.is_closing():
+                    return
+                try:
+                    n = os.sendfile(
+                        self._socket_fd, chunk.fd, chunk.position + sent, chunk.length - sent
+                    )
+                except BlockingIOError:
+                    await self._socket_writable()
+                    continue
+                if n == 0:
+                    raise _CloseConnection("a segment shrank under a fetch")
+                sent += n
+
+    async def _socket_writable(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._watch_fd < 0:
+            self._watch_fd = os.dup(self._socket_fd)
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_writer(self._watch_fd, wake)
+        try:
+            await asyncio.wait_for(ready, _SENDFILE_STALL_S)
+        finally:
+            loop.remove_writer(self._watch_fd)
+
+    async def _handle(self, frame: bytes) -> bytes | RawResponse | None:
         try:
             api_key, api_version, correlation_id = peek_header(frame)
         except RequestDecodeError as exc:
@@ -214,9 +279,12 @@ class Connection(asyncio.Protocol):
             response: Any = await handler(header, body)
         except CloseConnectionRequest as exc:
             raise _CloseConnection(str(exc)) from exc
-        if response is None:
-            return None
+        if response is None or isinstance(response, RawResponse):
+            return response
         return encode_response(correlation_id, response)
+
+
+_SENDFILE_STALL_S = 30.0
 
 
 class CloseConnectionRequest(SamsaError):

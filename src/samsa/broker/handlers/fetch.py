@@ -3,11 +3,12 @@
 A fetch that finds fewer than ``min_bytes`` waits until a partition it reads
 is appended to, or ``max_wait_ms`` passes — event-driven, no sleeping loop.
 The first partition with data returns at least one whole batch even when it
-is larger than ``partition_max_bytes``/``max_bytes`` (KIP-74). Fetch sessions
-are declined (session id 0), which every client handles by sending full
-fetches. Versions 13+ name topics by id.
-Deviation for now: record bytes are read with ``pread`` and copied into the
-response rather than sent with ``os.sendfile``.
+is larger than ``partition_max_bytes``/``max_bytes`` (KIP-74); the response
+is capped by the smaller of ``max_bytes`` and the broker's ``fetch.max.bytes``.
+Record data is never read into Python: the response is encoded around file
+regions that the connection sends with ``os.sendfile``. Fetch sessions are
+declined (session id 0), which every client handles with full fetches.
+Versions 13+ name topics by id.
 """
 
 from __future__ import annotations
@@ -15,82 +16,68 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from samsa.broker.handlers import respond
+from samsa.broker.registry import RawResponse
 from samsa.errors import KafkaError, for_code
 from samsa.protocol.codec import RequestHeader
+from samsa.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
 from samsa.types import TopicPartition
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
 API_KEY = 1
-UNKNOWN_TOPIC_ID = 100
 FETCH_SESSION_ID_NOT_FOUND = 70
-UnknownTopicIdError = for_code(UNKNOWN_TOPIC_ID)
+UnknownTopicIdError = for_code(100)
 
 
 def register(broker: Broker) -> None:
     replicas = broker.replica_manager
-
     broker_max_bytes = int(broker.config["fetch.max.bytes"])
 
-    def read_all(body: Any, names: list[str | None]) -> tuple[list[dict[str, Any]], int]:
+    def read_all(body: Any, names: list[str | None]) -> tuple[list[FetchTopic], int, bool]:
         remaining = min(body.max_bytes, broker_max_bytes)
         total = 0
-        responses = []
+        failed = False
+        topics = []
         seen: set[tuple[str | None, int]] = set()
         for topic, name in zip(body.topics, names, strict=True):
-            partitions = []
+            result = FetchTopic(name or "", getattr(topic, "topic_id", None))
             for p in topic.partitions:
                 if (name, p.partition) in seen:
                     continue  # a partition named twice is read once
                 seen.add((name, p.partition))
-                entry: dict[str, Any] = {
-                    "partition_index": p.partition,
-                    "error_code": 0,
-                    "high_watermark": -1,
-                    "last_stable_offset": -1,
-                    "log_start_offset": -1,
-                    "aborted_transactions": None,
-                    "records": b"",
-                }
+                entry = FetchPartition(p.partition)
+                result.partitions.append(entry)
                 try:
                     if name is None:
                         raise UnknownTopicIdError(f"no topic has id {topic.topic_id}")
                     partition_log = replicas.partition(TopicPartition(name, p.partition)).log
                     hw = partition_log.high_watermark
-                    entry.update(
-                        high_watermark=hw,
-                        last_stable_offset=hw,
-                        log_start_offset=partition_log.log_start_offset,
-                    )
+                    entry.high_watermark = entry.last_stable_offset = hw
+                    entry.log_start_offset = partition_log.log_start_offset
                     limit = min(p.partition_max_bytes, remaining)
-                    data = partition_log.read(
+                    if limit <= 0 and total:
+                        continue
+                    region = partition_log.read(
                         p.fetch_offset, max(limit, 0), max_offset=hw, min_one_message=total == 0
-                    )
-                    if data.region.length and (limit > 0 or total == 0):
-                        records = data.region.read()
-                        entry["records"] = records
-                        total += len(records)
-                        remaining -= len(records)
+                    ).region
+                    if region.length:
+                        entry.records = region
+                        total += region.length
+                        remaining -= region.length
                 except KafkaError as exc:
-                    entry["error_code"] = exc.code
-                partitions.append(entry)
-            responses.append(
-                {
-                    "topic": name or "",
-                    "topic_id": topic.topic_id if hasattr(topic, "topic_id") else None,
-                    "partitions": partitions,
-                }
-            )
-        return responses, total
+                    entry.error_code = exc.code
+                    failed = True
+            topics.append(result)
+        return topics, total, failed
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         if body.session_id != 0 and body.session_epoch != -1:
-            return respond(
-                header,
-                {"error_code": FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []},
-            )
+            chunks, size = encode_fetch_response(
+                header.api_version, header.correlation_id, [],
+                error_code=FETCH_SESSION_ID_NOT_FOUND,
+            )  # fmt: skip
+            return RawResponse(chunks, size)
         names: list[str | None] = []
         for topic in body.topics:
             name = getattr(topic, "topic", None)
@@ -99,26 +86,20 @@ def register(broker: Broker) -> None:
                 name = info.name if info is not None else None
             names.append(name)
         deadline = time.monotonic() + body.max_wait.total_seconds()
-        responses, total = read_all(body, names)
+        topics, total, failed = read_all(body, names)
         tps = [
             TopicPartition(name, p.partition)
             for topic, name in zip(body.topics, names, strict=True)
             if name is not None
             for p in topic.partitions
         ]
-        while total < max(body.min_bytes, 1) and not _has_error(responses):
+        while total < max(body.min_bytes, 1) and not failed:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             await replicas.wait_for_data(tps, left)
-            responses, total = read_all(body, names)
-        return respond(
-            header,
-            {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses},
-        )
+            topics, total, failed = read_all(body, names)
+        chunks, size = encode_fetch_response(header.api_version, header.correlation_id, topics)
+        return RawResponse(chunks, size)
 
     broker.registry.add(API_KEY, 4, 17, handle)
-
-
-def _has_error(responses: list[dict[str, Any]]) -> bool:
-    return any(p["error_code"] for t in responses for p in t["partitions"])
