@@ -4,6 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+KCAT   := $(VENV)/.kcat
 
 .PHONY: run test test-slow lint bench clean
 
@@ -16,6 +17,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $(STAMP)
 
+# kcat (Debian package) is one of the real clients the integration tests drive.
+$(KCAT): $(STAMP)
+	@command -v kcat >/dev/null 2>&1 || { echo "installing kcat (Debian package)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat; }
+	touch $(KCAT)
+
 run: $(STAMP)
 	$(BIN)/samsa serve --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./data
 
@@ -24,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy --strict src
 
-test: lint
+test: lint $(KCAT)
 	$(BIN)/pytest -m "not slow" -q
 
 test-slow: $(STAMP)
