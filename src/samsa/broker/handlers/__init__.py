@@ -35,13 +35,27 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
 def register_all(broker: Broker) -> None:
     from samsa.broker.handlers import (
         api_versions,
+        cluster,
+        configs,
         fetch,
         list_offsets,
         metadata,
+        partitions,
         produce,
         producer_id,
         topics,
     )
 
-    for module in (api_versions, metadata, topics, produce, fetch, list_offsets, producer_id):
+    for module in (
+        api_versions,
+        metadata,
+        topics,
+        produce,
+        fetch,
+        list_offsets,
+        producer_id,
+        partitions,
+        cluster,
+        configs,
+    ):
         module.register(broker)

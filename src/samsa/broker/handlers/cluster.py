@@ -1,0 +1,99 @@
+"""DescribeCluster (key 60, versions 0–2): this broker, the cluster id, the controller.
+
+Single node: the one broker is also the controller and is never fenced. There
+is no authorizer, so ``include_cluster_authorized_operations`` answers every
+operation Kafka defines on the cluster resource, as a Kafka broker without an
+authorizer does; when not asked, the field keeps its "not computed" value.
+A request for the controller endpoints (``endpoint_type`` 2) is refused as a
+Kafka broker refuses it: this is a broker endpoint.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.handlers import respond
+from samsa.protocol.codec import RequestHeader
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+API_KEY = 60
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
+INVALID_REQUEST = 42
+MISMATCHED_ENDPOINT_TYPE = 114
+UNSUPPORTED_ENDPOINT_TYPE = 115
+
+
+class EndpointType(IntEnum):
+    BROKER = 1
+    CONTROLLER = 2
+
+
+class AclOperation(IntEnum):
+    """Kafka's ACL operation codes (the bit positions of an authorized-operations field)."""
+
+    ALTER = 7
+    CLUSTER_ACTION = 9
+    CREATE = 5
+    DESCRIBE = 8
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+
+
+CLUSTER_OPERATIONS = sum(1 << op for op in AclOperation)
+"""Every operation Kafka supports on the CLUSTER resource, as a 32-bit field."""
+
+
+def _endpoint_error(version: int, requested: int) -> dict[str, Any] | None:
+    if requested == EndpointType.BROKER:
+        return None
+    if requested == EndpointType.CONTROLLER:
+        code = INVALID_REQUEST if version == 0 else MISMATCHED_ENDPOINT_TYPE
+        message = (
+            "The request was sent to an endpoint of type BROKER, "
+            "but we wanted an endpoint of type CONTROLLER"
+        )
+    else:
+        code = INVALID_REQUEST if version == 0 else UNSUPPORTED_ENDPOINT_TYPE
+        message = f"Unsupported endpoint type {requested}"
+    return {"error_code": code, "error_message": message, "controller_id": -1}
+
+
+def register(broker: Broker) -> None:
+    async def handle(header: RequestHeader, body: Any) -> Any:
+        requested = getattr(body, "endpoint_type", EndpointType.BROKER)
+        error = _endpoint_error(header.api_version, requested)
+        if error is not None:
+            return respond(header, {"throttle_time": 0, "endpoint_type": requested, **error})
+        listener = broker.advertised
+        operations = (
+            CLUSTER_OPERATIONS
+            if body.include_cluster_authorized_operations
+            else AUTHORIZED_OPERATIONS_OMITTED
+        )
+        return respond(
+            header,
+            {
+                "throttle_time": 0,
+                "error_code": 0,
+                "error_message": None,
+                "endpoint_type": EndpointType.BROKER,
+                "cluster_id": broker.metadata.cluster_id,
+                "controller_id": broker.node_id,
+                "brokers": [
+                    {
+                        "broker_id": broker.node_id,
+                        "host": listener.host,
+                        "port": listener.port,
+                        "rack": None,
+                        "is_fenced": False,
+                    }
+                ],
+                "cluster_authorized_operations": operations,
+            },
+        )
+
+    broker.registry.add(API_KEY, 0, 2, handle)

@@ -1,0 +1,382 @@
+"""DescribeConfigs (key 32, versions 1–4), AlterConfigs (key 33, versions 0–2) and
+IncrementalAlterConfigs (key 44, versions 0–1), for TOPIC and BROKER resources.
+
+A topic's configuration is Kafka's topic-level keys (``TOPIC_CONFIG``): each
+described with its effective value and where it came from — the topic's own
+override (DYNAMIC_TOPIC_CONFIG), a broker ``log.*`` key given in
+``server.properties``/``--override`` (STATIC_BROKER_CONFIG), or the default
+(DEFAULT_CONFIG). Alterations are checked against ``TOPIC_CONFIG``
+(INVALID_CONFIG naming the key), kept in the topic table and applied to the
+live logs at once.
+
+Deviations from Kafka, on purpose:
+
+- The broker is configured only at start-up: every broker key is read-only and
+  altering a BROKER resource is INVALID_REQUEST. Describing BROKER ``""`` (the
+  cluster-wide dynamic defaults, as in Kafka) therefore answers no configs.
+- BROKER_LOGGER, GROUP and CLIENT_METRICS resources are INVALID_REQUEST.
+- Synonyms list every broker key that can set a topic key (``log.retention.hours``
+  for ``retention.ms``…), not only those at or after the first one as Kafka's
+  listing does, so the broker default that applies is always shown.
+- APPEND and SUBTRACT start from the effective value (a broker-level
+  ``log.cleanup.policy`` included), where Kafka starts from the topic default.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.config import BROKER_CONFIG
+from samsa.broker.handlers import error_fields, respond
+from samsa.cluster.local import validate_topic_name
+from samsa.config import ConfigDef, ConfigKey, ConfigType
+from samsa.errors import ConfigError, KafkaError, for_code
+from samsa.protocol.codec import RequestHeader
+from samsa.storage.log_config import TOPIC_CONFIG
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+INCREMENTAL_ALTER_CONFIGS = 44
+
+UnknownTopicOrPartitionError = for_code(3)
+InvalidConfigError = for_code(40)
+InvalidRequestError = for_code(42)
+
+
+class ResourceType(IntEnum):
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigSource(IntEnum):
+    DYNAMIC_TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class AlterConfigOp(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+_CONFIG_TYPE_IDS = {
+    ConfigType.BOOLEAN: 1,
+    ConfigType.STRING: 2,
+    ConfigType.INT: 3,
+    ConfigType.LONG: 5,
+    ConfigType.DOUBLE: 6,
+    ConfigType.LIST: 7,
+}
+"""DescribeConfigs ``config_type`` ids (v3+), Kafka's ``DescribeConfigsResponse.ConfigType``."""
+
+TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[str, ...]] = {
+    "segment.bytes": ("log.segment.bytes",),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "retention.bytes": ("log.retention.bytes",),
+    "max.message.bytes": ("message.max.bytes",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms",),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
+    "cleanup.policy": ("log.cleanup.policy",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
+    "compression.type": ("compression.type",),
+    "preallocate": ("log.preallocate",),
+}
+"""Broker keys that set each topic key's default, most specific first (Kafka's
+``ServerTopicConfigSynonyms``); ``BrokerConfig`` derives the defaults in this order."""
+
+
+def config_string(value: Any, kind: ConfigType) -> str | None:
+    """A typed config value as Kafka writes it (``ConfigDef.convertToString``)."""
+    if value is None:
+        return None
+    if kind is ConfigType.BOOLEAN:
+        return "true" if value else "false"
+    if kind is ConfigType.LIST:
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+# -- describe ------------------------------------------------------------------------------
+
+
+def _entry(
+    key: ConfigKey,
+    value: str | None,
+    synonyms: list[dict[str, Any]],
+    *,
+    read_only: bool,
+    include_synonyms: bool,
+    docs: bool,
+) -> dict[str, Any]:
+    return {
+        "name": key.name,
+        "value": value,
+        "read_only": read_only,
+        "config_source": synonyms[0]["source"] if synonyms else ConfigSource.DEFAULT_CONFIG,
+        "is_sensitive": False,
+        "synonyms": synonyms if include_synonyms else [],
+        "config_type": _CONFIG_TYPE_IDS.get(key.type, 0),
+        "documentation": key.doc if docs else None,
+    }
+
+
+def _broker_synonyms(broker: Broker, names: Iterable[str]) -> list[dict[str, Any]]:
+    """Given broker keys first (all of them), then their defaults — Kafka's order of sources."""
+    names = list(names)
+    given = broker.config.overrides
+    static = [
+        {
+            "name": name,
+            "value": config_string(broker.config[name], BROKER_CONFIG.keys[name].type),
+            "source": ConfigSource.STATIC_BROKER_CONFIG,
+        }
+        for name in names
+        if name in given
+    ]
+    defaults = [
+        {
+            "name": name,
+            "value": config_string(key.default, key.type),
+            "source": ConfigSource.DEFAULT_CONFIG,
+        }
+        for name in names
+        if (key := BROKER_CONFIG.keys[name]).default is not None
+    ]
+    return static + defaults
+
+
+def _selected(definition: ConfigDef, wanted: Iterable[str] | None) -> list[ConfigKey]:
+    keys = sorted(definition.keys.values(), key=lambda k: k.name)
+    names = set(wanted or ())
+    return [k for k in keys if k.name in names] if names else keys
+
+
+def _describe_topic(
+    broker: Broker, name: str, wanted: Iterable[str] | None, synonyms: bool, docs: bool
+) -> list[dict[str, Any]]:
+    validate_topic_name(name)
+    info = broker.metadata.get(name)
+    if info is None:
+        raise UnknownTopicOrPartitionError(f"Topic {name} does not exist.")
+    effective = broker.replica_manager.topic_config(name).to_props()
+    entries = []
+    for key in _selected(TOPIC_CONFIG, wanted):
+        value = config_string(effective[key.name], key.type)
+        found = _broker_synonyms(broker, TOPIC_CONFIG_SYNONYMS.get(key.name, ()))
+        if key.name in info.configs:
+            source = ConfigSource.DYNAMIC_TOPIC_CONFIG
+            found.insert(0, {"name": key.name, "value": value, "source": source})
+        entries.append(
+            _entry(key, value, found, read_only=False, include_synonyms=synonyms, docs=docs)
+        )
+    return entries
+
+
+def _check_broker_name(broker: Broker, name: str) -> None:
+    if name == "":
+        return
+    try:
+        node_id = int(name)
+    except ValueError:
+        raise InvalidRequestError(f"Broker id must be an integer, but it is: {name}") from None
+    if node_id != broker.node_id:
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}"
+        )
+
+
+def _describe_broker(
+    broker: Broker, name: str, wanted: Iterable[str] | None, synonyms: bool, docs: bool
+) -> list[dict[str, Any]]:
+    _check_broker_name(broker, name)
+    if name == "":
+        return []  # the cluster-wide dynamic defaults: samsa has none
+    entries = []
+    for key in _selected(BROKER_CONFIG, wanted):
+        value = config_string(broker.config[key.name], key.type)
+        found = _broker_synonyms(broker, [key.name])
+        entries.append(
+            _entry(key, value, found, read_only=True, include_synonyms=synonyms, docs=docs)
+        )
+    return entries
+
+
+def _unsupported_type(resource_type: int) -> KafkaError:
+    try:
+        kind = ResourceType(resource_type).name
+    except ValueError:
+        kind = str(resource_type)
+    return InvalidRequestError(f"resource type {kind} is not supported")
+
+
+# -- alter -----------------------------------------------------------------------------------
+
+
+def _altered_topic(broker: Broker, resource: Any) -> str:
+    """The topic an alteration targets; raises the error a non-topic resource deserves."""
+    kind, name = resource.resource_type, resource.resource_name
+    if kind == ResourceType.BROKER:
+        _check_broker_name(broker, name)
+        raise InvalidRequestError(
+            "dynamic broker configs are not supported: samsa reads its broker configuration "
+            "from server.properties and --override at start-up"
+        )
+    if kind != ResourceType.TOPIC:
+        raise _unsupported_type(kind)
+    validate_topic_name(name)
+    if broker.metadata.get(name) is None:
+        raise UnknownTopicOrPartitionError(f"Topic {name} does not exist.")
+    return str(name)
+
+
+def _check_topic_configs(broker: Broker, overrides: Mapping[str, str]) -> None:
+    """Every key known and value valid (INVALID_CONFIG naming the key), and consistent."""
+    for name, raw in overrides.items():
+        if name not in TOPIC_CONFIG:
+            raise InvalidConfigError(f"Unknown topic config name: {name}")
+        try:
+            TOPIC_CONFIG.parse_value(name, raw)
+        except ConfigError as exc:
+            raise InvalidConfigError(str(exc)) from exc
+    config = broker.replica_manager.defaults.with_overrides(overrides)
+    if config.min_compaction_lag_ms > config.max_compaction_lag_ms:
+        raise InvalidConfigError(
+            f"conflict: min.compaction.lag.ms ({config.min_compaction_lag_ms}) is larger than "
+            f"max.compaction.lag.ms ({config.max_compaction_lag_ms})"
+        )
+
+
+def _replaced_configs(broker: Broker, topic: str, configs: Iterable[Any]) -> dict[str, str]:
+    """AlterConfigs: the request's configs become the topic's whole set of overrides."""
+    return {c.name: c.value for c in configs if c.value is not None}
+
+
+def _incremented_configs(broker: Broker, topic: str, configs: Iterable[Any]) -> dict[str, str]:
+    """IncrementalAlterConfigs: the topic's overrides with each operation applied in turn."""
+    configs = list(configs)
+    duplicated = sorted(n for n, count in Counter(c.name for c in configs).items() if count > 1)
+    if duplicated:
+        raise InvalidRequestError(f"Error due to duplicate config keys: {', '.join(duplicated)}")
+    info = broker.metadata.get(topic)
+    overrides = dict(info.configs) if info is not None else {}
+    effective = broker.replica_manager.topic_config(topic).to_props()
+    for config in configs:
+        name, op = config.name, config.config_operation
+        key = TOPIC_CONFIG.keys.get(name)
+        if key is None:
+            raise InvalidConfigError(f"Unknown topic config name: {name}")
+        if op == AlterConfigOp.DELETE:
+            overrides.pop(name, None)
+            continue
+        if op not in (AlterConfigOp.SET, AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            raise InvalidRequestError(f"Unknown alter configs operation {op} for {name}")
+        if config.value is None:
+            raise InvalidRequestError(f"Null value not supported for {name}")
+        if op == AlterConfigOp.SET:
+            overrides[name] = config.value
+            continue
+        verb = "append" if op == AlterConfigOp.APPEND else "subtract"
+        if key.type is not ConfigType.LIST:
+            raise InvalidConfigError(f"Config value {verb} is not allowed for config key: {name}")
+        current = list(effective[name])
+        given = [v.strip() for v in config.value.split(",") if v.strip()]
+        if op == AlterConfigOp.APPEND:
+            updated = current + [v for v in given if v not in current]
+        else:
+            updated = [v for v in current if v not in given]
+        overrides[name] = ",".join(updated)
+    return overrides
+
+
+def _alter(
+    broker: Broker,
+    resources: Iterable[Any],
+    validate_only: bool,
+    new_overrides: Callable[[Broker, str, Iterable[Any]], dict[str, str]],
+) -> list[dict[str, Any]]:
+    resources = list(resources)
+    counts = Counter((r.resource_type, r.resource_name) for r in resources)
+    results: list[dict[str, Any]] = []
+    reported: set[tuple[int, str]] = set()
+    for resource in resources:
+        ident = (resource.resource_type, resource.resource_name)
+        result: dict[str, Any] = {"resource_type": ident[0], "resource_name": ident[1]}
+        if counts[ident] > 1:
+            if ident not in reported:
+                reported.add(ident)
+                duplicate = InvalidRequestError("Duplicate resource.")
+                results.append({**result, **error_fields(duplicate)})
+            continue
+        try:
+            topic = _altered_topic(broker, resource)
+            overrides = new_overrides(broker, topic, resource.configs)
+            _check_topic_configs(broker, overrides)
+            if not validate_only:
+                broker.metadata.set_configs(topic, overrides)
+                broker.replica_manager.apply_config(topic)
+            results.append({**result, "error_code": 0, "error_message": None})
+        except KafkaError as exc:
+            results.append({**result, **error_fields(exc)})
+    return results
+
+
+def register(broker: Broker) -> None:
+    async def describe_configs(header: RequestHeader, body: Any) -> Any:
+        synonyms = body.include_synonyms
+        docs = getattr(body, "include_documentation", False)
+        results = []
+        for resource in body.resources:
+            kind, name = resource.resource_type, resource.resource_name
+            result: dict[str, Any] = {"resource_type": kind, "resource_name": name, "configs": []}
+            try:
+                if kind == ResourceType.TOPIC:
+                    configs = _describe_topic(
+                        broker, name, resource.configuration_keys, synonyms, docs
+                    )
+                elif kind == ResourceType.BROKER:
+                    configs = _describe_broker(
+                        broker, name, resource.configuration_keys, synonyms, docs
+                    )
+                else:
+                    raise _unsupported_type(kind)
+                result.update(error_code=0, error_message=None, configs=configs)
+            except KafkaError as exc:
+                result.update(error_fields(exc))
+            results.append(result)
+        return respond(header, {"throttle_time": 0, "results": results})
+
+    async def alter_configs(header: RequestHeader, body: Any) -> Any:
+        results = _alter(broker, body.resources, body.validate_only, _replaced_configs)
+        return respond(header, {"throttle_time": 0, "responses": results})
+
+    async def incremental_alter_configs(header: RequestHeader, body: Any) -> Any:
+        results = _alter(broker, body.resources, body.validate_only, _incremented_configs)
+        return respond(header, {"throttle_time": 0, "responses": results})
+
+    broker.registry.add(DESCRIBE_CONFIGS, 1, 4, describe_configs)
+    broker.registry.add(ALTER_CONFIGS, 0, 2, alter_configs)
+    broker.registry.add(INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs)

@@ -1,0 +1,137 @@
+"""CreatePartitions (key 37, versions 0–3) and DeleteRecords (key 21, versions 0–2).
+
+Single node: new partitions are led by this broker, so a manual assignment may
+name only this broker, one replica per partition (the replication factor of
+every topic here). One request may add at most 10 000 partitions
+(POLICY_VIOLATION otherwise, as Kafka caps CreateTopics, KAFKA-17870).
+DeleteRecords completes at once — there are no followers whose low watermark
+to wait for — so ``timeout`` is not used; offset -1 means the high watermark.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.handlers import error_fields, respond
+from samsa.cluster.local import TopicInfo
+from samsa.errors import KafkaError, for_code
+from samsa.protocol.codec import RequestHeader
+from samsa.types import TopicPartition
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+CREATE_PARTITIONS = 37
+DELETE_RECORDS = 21
+MAX_PARTITIONS_PER_REQUEST = 10_000
+HIGH_WATERMARK = -1
+"""DeleteRecords offset meaning "everything below the high watermark"."""
+
+UnknownTopicOrPartitionError = for_code(3)
+InvalidTopicError = for_code(17)
+InvalidPartitionsError = for_code(37)
+InvalidReplicaAssignmentError = for_code(39)
+InvalidRequestError = for_code(42)
+PolicyViolationError = for_code(44)
+
+
+def _added_partitions(broker: Broker, topic: Any) -> int:
+    info = broker.metadata.get(topic.name)
+    return max(topic.count - info.partitions, 0) if info is not None else 0
+
+
+def _check_assignments(broker: Broker, info: TopicInfo, topic: Any) -> None:
+    added = topic.count - info.partitions
+    if len(topic.assignments) != added:
+        raise InvalidReplicaAssignmentError(
+            f"Attempted to add {added} additional partition(s), but "
+            f"{len(topic.assignments)} assignment(s) were specified."
+        )
+    for assignment in topic.assignments:
+        replicas = list(assignment.broker_ids)
+        if not replicas:
+            raise InvalidReplicaAssignmentError(
+                "The manual partition assignment includes an empty replica list."
+            )
+        for replica in replicas:
+            if replica != broker.node_id:
+                raise InvalidReplicaAssignmentError(
+                    f"The manual partition assignment includes broker {replica}, but no such "
+                    f"broker is registered (this single broker is {broker.node_id})."
+                )
+        if len(replicas) != 1:
+            raise InvalidReplicaAssignmentError(
+                f"The manual partition assignment includes a partition with {len(replicas)} "
+                "replica(s), but this is not consistent with previous partitions, which have "
+                "1 replica(s)."
+            )
+
+
+def _grow_one(broker: Broker, topic: Any, validate_only: bool, over_limit: bool) -> dict[str, Any]:
+    name = topic.name
+    try:
+        if over_limit:
+            raise PolicyViolationError("Excessively large number of partitions per request.")
+        info = broker.metadata.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        if topic.count == info.partitions:
+            raise InvalidPartitionsError(f"Topic already has {info.partitions} partition(s).")
+        if topic.count < info.partitions:
+            raise InvalidPartitionsError(
+                f"The topic {name} currently has {info.partitions} partition(s); "
+                f"{topic.count} would not be an increase."
+            )
+        if topic.assignments is not None:
+            _check_assignments(broker, info, topic)
+        grown = broker.metadata.set_partitions(name, topic.count, validate_only=validate_only)
+        if not validate_only:
+            broker.replica_manager.ensure_partitions(grown)
+        return {"name": name, "error_code": 0, "error_message": None}
+    except KafkaError as exc:
+        return {"name": name, **error_fields(exc)}
+
+
+def _delete_before(broker: Broker, tp: TopicPartition, offset: int) -> int:
+    """Move ``tp``'s log start offset to ``offset`` (-1: the high watermark); the new start."""
+    info = broker.metadata.get(tp.topic)
+    if info is not None and info.is_internal:
+        raise InvalidTopicError(f"Cannot delete records of internal topic {tp.topic}")
+    partition_log = broker.replica_manager.partition(tp).log
+    if not partition_log.config.delete:
+        raise PolicyViolationError(
+            f"Records of partition {tp} can not be deleted due to the configured policy "
+            f"(cleanup.policy={','.join(partition_log.config.cleanup_policy)})"
+        )
+    target = partition_log.high_watermark if offset == HIGH_WATERMARK else offset
+    return partition_log.delete_records_before(target)
+
+
+def register(broker: Broker) -> None:
+    async def create_partitions(header: RequestHeader, body: Any) -> Any:
+        names = Counter(topic.name for topic in body.topics)
+        unique = [topic for topic in body.topics if names[topic.name] == 1]
+        over = sum(_added_partitions(broker, t) for t in unique) > MAX_PARTITIONS_PER_REQUEST
+        results = [_grow_one(broker, topic, body.validate_only, over) for topic in unique]
+        duplicate = error_fields(InvalidRequestError("Duplicate topic name."))
+        results += [{"name": name, **duplicate} for name, count in names.items() if count > 1]
+        return respond(header, {"throttle_time": 0, "results": results})
+
+    async def delete_records(header: RequestHeader, body: Any) -> Any:
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for p in topic.partitions:
+                entry: dict[str, Any] = {"partition_index": p.partition_index}
+                try:
+                    tp = TopicPartition(topic.name, p.partition_index)
+                    entry.update(low_watermark=_delete_before(broker, tp, p.offset), error_code=0)
+                except KafkaError as exc:
+                    entry.update(low_watermark=-1, error_code=exc.code)
+                partitions.append(entry)
+            topics.append({"name": topic.name, "partitions": partitions})
+        return respond(header, {"throttle_time": 0, "topics": topics})
+
+    broker.registry.add(CREATE_PARTITIONS, 0, 3, create_partitions)
+    broker.registry.add(DELETE_RECORDS, 0, 2, delete_records)
