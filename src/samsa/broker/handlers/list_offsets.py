@@ -1,5 +1,7 @@
-"""ListOffsets (key 2), versions 1–10: earliest (-2), latest (-1), max timestamp (-3),
+"""ListOffsets (key 2), versions 1–11: earliest (-2), latest (-1), max timestamp (-3),
 earliest local (-4), and the first offset at or after a timestamp (time index).
+Tiered-storage specs (-5 latest tiered, -6 earliest pending upload) answer no
+offset (-1), as Kafka does without remote storage.
 
 Latest is the high watermark (the last stable offset once transactions exist).
 A timestamp past every record answers offset -1, timestamp -1, as Kafka does.
@@ -43,6 +45,8 @@ def register(broker: Broker) -> None:
                         entry["offset"] = partition_log.high_watermark
                     elif ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                         entry["offset"] = partition_log.log_start_offset
+                    elif ts < 0 and ts != MAX_TIMESTAMP:
+                        pass  # tiered-storage specs: nothing is tiered
                     else:
                         found = partition_log.fetch_offset_by_timestamp(
                             MAX_TIMESTAMP if ts == MAX_TIMESTAMP else ts
@@ -55,4 +59,4 @@ def register(broker: Broker) -> None:
             topics.append({"name": topic.name, "partitions": partitions})
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    broker.registry.add(API_KEY, 1, 10, handle)
+    broker.registry.add(API_KEY, 1, 11, handle)

@@ -1,0 +1,46 @@
+"""A minimal Kafka request/response exchange for tests: any API, any version, from a dict."""
+
+from __future__ import annotations
+
+import io
+import socket
+import struct
+from typing import Any
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from samsa.protocol.build import build
+
+
+def exchange(bootstrap: str, api_key: int, version: int, values: dict[str, Any]) -> Any:
+    """Send one request built from ``values`` and return the decoded kio response."""
+    request_cls = load_request_schema(api_key, version)
+    body = io.BytesIO()
+    header_cls = request_cls.__header_schema__
+    entity_writer(header_cls)(
+        body,
+        build(header_cls, {"request_api_key": api_key, "request_api_version": version,
+                           "correlation_id": 1, "client_id": "rawclient"}),
+    )  # fmt: skip
+    entity_writer(request_cls)(body, build(request_cls, values))
+    payload = body.getvalue()
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        size = struct.unpack(">i", _recv(sock, 4))[0]
+        frame = _recv(sock, size)
+    response_cls = load_response_schema(api_key, version)
+    _header, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
+    response, _ = entity_reader(response_cls)(frame, header_size)
+    return response
+
+
+def _recv(sock: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("broker closed the connection")
+        data += chunk
+    return bytes(data)
