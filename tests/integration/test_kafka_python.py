@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
+from tests.client_records import Sent, codecs_on_disk, make_record
 
-from samsa.records import CompressionType, iter_batches
+from samsa.records import CompressionType
 from samsa.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -23,34 +22,6 @@ pytestmark = pytest.mark.timeout(120)
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 PARTITIONS = 3
 TIMEOUT_MS = 10_000
-
-
-@dataclass(frozen=True)
-class Sent:
-    """A record as the producer sent it, with where the broker said it landed."""
-
-    key: bytes
-    value: bytes | None
-    headers: list[tuple[str, bytes]]
-    timestamp: int
-    partition: int
-    offset: int
-
-
-def _record(i: int) -> tuple[bytes, bytes | None, list[tuple[str, bytes]]]:
-    """Record ``i``'s key, value and headers: binary bytes, empty and null values, repeated
-    and non-ASCII header keys, and now and then a value larger than a default batch."""
-    key = b"key-%d-\x00\xff" % i
-    if i % 100 == 0:
-        value: bytes | None = None
-    elif i % 100 == 1:
-        value = b""
-    elif i % 997 == 0:
-        value = bytes(range(256)) * 80
-    else:
-        value = bytes((i + j) % 256 for j in range(i % 61)) + b"value-%d" % i
-    headers = [("h", b"%d" % i), ("empty", b""), ("h", b"\x00\x01"), ("ключ", "значение".encode())]
-    return key, value, headers
 
 
 def _create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
@@ -93,7 +64,7 @@ def _produce(
     try:
         pending = []
         for i in range(count):
-            key, value, headers = _record(i)
+            key, value, headers = make_record(i)
             ts = base_ts + i * ts_step
             partition = None if partition_of is None else i % partition_of
             future = producer.send(
@@ -137,14 +108,6 @@ def _consume_all(bootstrap: str, topic: str, expected: int) -> list:
     return received
 
 
-def _codecs_on_disk(data_dir: Path, topic: str) -> set[CompressionType]:
-    """The codec of every batch the broker stored for ``topic`` (it stores client bytes)."""
-    codecs = set()
-    for log_file in data_dir.glob(f"{topic}-*/*.log"):
-        codecs |= {batch.compression for batch in iter_batches(log_file.read_bytes())}
-    return codecs
-
-
 @pytest.mark.parametrize("codec", CODECS)
 def test_records_round_trip_byte_exact_under_each_codec(
     samsa_broker: BrokerProcess, codec: str
@@ -168,7 +131,7 @@ def test_records_round_trip_byte_exact_under_each_codec(
         offsets = [r.offset for r in received if r.partition == partition]
         assert offsets == list(range(len(offsets)))
     # kafka-python sends a batch uncompressed when the codec would not shrink it.
-    stored = _codecs_on_disk(samsa_broker.data_dir, topic)
+    stored = codecs_on_disk(samsa_broker.data_dir, topic)
     assert CompressionType[codec.upper()] in stored
     assert stored <= {CompressionType[codec.upper()], CompressionType.NONE}
 
