@@ -22,6 +22,7 @@ from samsa.broker.handlers import register_all
 from samsa.broker.registry import ApiRegistry, RawResponse
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.cluster.local import LocalMetadataStore
+from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
 from samsa.errors import SamsaError
 from samsa.protocol.codec import (
     RequestDecodeError,
@@ -31,6 +32,8 @@ from samsa.protocol.codec import (
 )
 from samsa.protocol.framing import FrameDecoder, FrameError
 from samsa.storage import LogManager
+from samsa.storage.validator import AppendOrigin
+from samsa.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,9 @@ class Broker:
             checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"] or 60_000,
         )
         self.replica_manager = ReplicaManager(self.log_manager, self.metadata, config.log_defaults)
+        self.group_coordinator = GroupCoordinator(
+            config["offsets.topic.num.partitions"], self._append_internal, self.log_manager.clock
+        )
         self.registry = ApiRegistry()
         register_all(self)
         self.bound: list[BoundAddress] = []
@@ -79,6 +85,10 @@ class Broker:
         await asyncio.to_thread(self.metadata.load)
         await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)
         self.replica_manager.load()
+        offsets_logs = [
+            lg for tp, lg in self.log_manager.all_logs().items() if tp.topic == OFFSETS_TOPIC
+        ]
+        self.group_coordinator.load(offsets_logs)
         self.log_manager.start_background_tasks()
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
@@ -97,6 +107,11 @@ class Broker:
             self.metadata.cluster_id,
             ", ".join(str(d) for d in self.config.log_dirs),
             (time.monotonic() - started) * 1000,
+        )
+
+    async def _append_internal(self, tp: TopicPartition, records: bytes) -> Any:
+        return await self.replica_manager.append(
+            tp, bytearray(records), required_acks=-1, origin=AppendOrigin.COORDINATOR
         )
 
     async def stop(self) -> None:

@@ -38,6 +38,7 @@ def register_all(broker: Broker) -> None:
         cluster,
         configs,
         fetch,
+        groups,
         list_offsets,
         metadata,
         partitions,
@@ -57,5 +58,6 @@ def register_all(broker: Broker) -> None:
         partitions,
         cluster,
         configs,
+        groups,
     ):
         module.register(broker)
