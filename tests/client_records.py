@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from samsa.records import CompressionType, iter_batches
 
@@ -42,3 +43,32 @@ def codecs_on_disk(data_dir: Path, topic: str) -> set[CompressionType]:
     for log_file in data_dir.glob(f"{topic}-*/*.log"):
         codecs |= {batch.compression for batch in iter_batches(log_file.read_bytes())}
     return codecs
+
+
+def assert_round_trip(
+    sent: list[Sent],
+    received: list[Any],
+    partitions: int,
+    *,
+    data_dir: Path,
+    topic: str,
+    codec: str,
+) -> None:
+    """Every sent record came back byte-exact at its offset; offsets are contiguous; the
+    broker stored the client's codec (clients send a batch uncompressed when the codec
+    would not shrink it)."""
+    assert len(received) == len(sent)
+    by_position = {(r.partition, r.offset): r for r in received}
+    for record in sent:
+        got = by_position[record.partition, record.offset]
+        assert got.key == record.key
+        assert got.value == record.value
+        assert list(got.headers) == record.headers
+        assert got.timestamp == record.timestamp
+        assert got.timestamp_type == 0  # CreateTime
+    for partition in range(partitions):
+        offsets = [r.offset for r in received if r.partition == partition]
+        assert offsets == list(range(len(offsets)))
+    stored = codecs_on_disk(data_dir, topic)
+    assert CompressionType[codec.upper()] in stored
+    assert stored <= {CompressionType[codec.upper()], CompressionType.NONE}

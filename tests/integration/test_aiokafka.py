@@ -15,9 +15,8 @@ from typing import Any, TypeVar
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from tests.client_records import Sent, codecs_on_disk, make_record
+from tests.client_records import Sent, assert_round_trip, make_record
 
-from samsa.records import CompressionType
 from samsa.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -131,22 +130,9 @@ def test_records_round_trip_byte_exact_under_each_codec(
 
     sent, received = _run(scenario())
 
-    assert len(received) == len(sent)
-    by_position = {(r.partition, r.offset): r for r in received}
-    for record in sent:
-        got = by_position[record.partition, record.offset]
-        assert got.key == record.key
-        assert got.value == record.value
-        assert list(got.headers) == record.headers
-        assert got.timestamp == record.timestamp
-        assert got.timestamp_type == 0  # CreateTime
-    for partition in range(PARTITIONS):
-        offsets = [r.offset for r in received if r.partition == partition]
-        assert offsets == list(range(len(offsets)))
-    # aiokafka sends a batch uncompressed when the codec would not shrink it.
-    stored = codecs_on_disk(samsa_broker.data_dir, topic)
-    assert CompressionType[codec.upper()] in stored
-    assert stored <= {CompressionType[codec.upper()], CompressionType.NONE}
+    assert_round_trip(
+        sent, received, PARTITIONS, data_dir=samsa_broker.data_dir, topic=topic, codec=codec
+    )
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,8 @@ from collections.abc import Iterator
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
-from tests.client_records import Sent, codecs_on_disk, make_record
+from tests.client_records import Sent, assert_round_trip, make_record
 
-from samsa.records import CompressionType
 from samsa.testing import BrokerProcess
 
 pytestmark = pytest.mark.timeout(120)
@@ -118,22 +117,9 @@ def test_records_round_trip_byte_exact_under_each_codec(
     sent = _produce(samsa_broker.bootstrap, topic, 10_000, codec, base_ts=base_ts)
     received = _consume_all(samsa_broker.bootstrap, topic, len(sent))
 
-    assert len(received) == len(sent)
-    by_position = {(r.partition, r.offset): r for r in received}
-    for record in sent:
-        got = by_position[record.partition, record.offset]
-        assert got.key == record.key
-        assert got.value == record.value
-        assert got.headers == record.headers
-        assert got.timestamp == record.timestamp
-        assert got.timestamp_type == 0  # CreateTime
-    for partition in range(PARTITIONS):
-        offsets = [r.offset for r in received if r.partition == partition]
-        assert offsets == list(range(len(offsets)))
-    # kafka-python sends a batch uncompressed when the codec would not shrink it.
-    stored = codecs_on_disk(samsa_broker.data_dir, topic)
-    assert CompressionType[codec.upper()] in stored
-    assert stored <= {CompressionType[codec.upper()], CompressionType.NONE}
+    assert_round_trip(
+        sent, received, PARTITIONS, data_dir=samsa_broker.data_dir, topic=topic, codec=codec
+    )
 
 
 @pytest.fixture(scope="module")
