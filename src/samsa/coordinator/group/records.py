@@ -1,10 +1,25 @@
 """Kafka's ``__consumer_offsets`` record formats, so tools that read the topic understand it.
 
-Key version 1 (OffsetCommitKey): ``version:int16 group:string topic:string
-partition:int32``. Value version 3 (OffsetCommitValue): ``version:int16
-offset:int64 leader_epoch:int32 metadata:string commit_timestamp:int64``; a null
-value is a tombstone (the offset was deleted). Strings are int16-length UTF-8.
-Key version 2 is group metadata, which this module recognises but does not decode.
+Every key and value starts with an int16 version. Non-flexible versions use classic
+types (strings with an int16 length, bytes and arrays with an int32 length, -1 for
+null); flexible versions use compact ones (unsigned-varint length + 1, 0 for null)
+and end each struct with tagged fields.
+
+Key version 1 (OffsetCommitKey): ``group:string topic:string partition:int32``.
+Value version 3 (OffsetCommitValue): ``offset:int64 leader_epoch:int32
+metadata:string commit_timestamp:int64``.
+
+Key version 2 (GroupMetadataKey): ``group:string``. GroupMetadataValue, versions 0–4
+(4 is the only flexible one)::
+
+    protocol_type:string generation:int32 protocol:nullable_string
+    leader:nullable_string current_state_timestamp:int64 (v2+)
+    members:[member_id:string group_instance_id:nullable_string (v3+)
+             client_id:string client_host:string rebalance_timeout:int32 (v1+)
+             session_timeout:int32 subscription:bytes assignment:bytes]
+
+A null value is a tombstone (the offset or the group was deleted); callers see it
+as a record without a value and never pass it here.
 """
 
 from __future__ import annotations
@@ -17,9 +32,14 @@ from samsa.errors import CorruptRecordError
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
+GROUP_METADATA_VALUE_VERSION = 3
+GROUP_METADATA_VALUE_MAX_VERSION = 4
+_FIRST_FLEXIBLE_GROUP_METADATA_VERSION = 4
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _VALUE_HEAD = struct.Struct(">hqi")  # version, offset, leader epoch
+_MAX_VARINT_BYTES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +57,158 @@ class OffsetValue:
     commit_timestamp: int
 
 
-def _string(value: str) -> bytes:
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    """One classic group member as GroupMetadataValue stores it.
+
+    ``subscription`` is the metadata of the group's chosen protocol from the member's
+    JoinGroup, ``assignment`` what SyncGroup gave it; both are opaque here.
+    """
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int  # -1 when absent (versions < 2)
+    members: tuple[MemberMetadata, ...]
+
+
+class WireReader:
+    """Reads Kafka's primitive types from ``data``, checking every length before it slices.
+
+    Anything malformed — a length or count past the end, a negative length other
+    than the null marker, a varint longer than five bytes, invalid UTF-8 — raises
+    ``CorruptRecordError`` naming ``what``. Set ``flexible`` to read compact strings,
+    bytes and arrays instead of classic ones. Not thread-safe; one reader per record.
+    """
+
+    __slots__ = ("_data", "_position", "flexible", "what")
+
+    def __init__(self, data: bytes, what: str) -> None:
+        self._data = data
+        self._position = 0
+        self.flexible = False
+        self.what = what
+
+    @property
+    def remaining(self) -> int:
+        return len(self._data) - self._position
+
+    def _corrupt(self, reason: str) -> CorruptRecordError:
+        return CorruptRecordError(f"{self.what}: {reason} at byte {self._position}")
+
+    def _take(self, size: int) -> bytes:
+        if size > self.remaining:
+            raise self._corrupt(f"{size} bytes needed, {self.remaining} remain")
+        start = self._position
+        self._position += size
+        return self._data[start : self._position]
+
+    def read_int16(self) -> int:
+        return int(_I16.unpack(self._take(2))[0])
+
+    def read_int32(self) -> int:
+        return int(_I32.unpack(self._take(4))[0])
+
+    def read_int64(self) -> int:
+        return int(_I64.unpack(self._take(8))[0])
+
+    def read_uvarint(self) -> int:
+        value = 0
+        for index in range(_MAX_VARINT_BYTES):
+            byte = self._take(1)[0]
+            value |= (byte & 0x7F) << (7 * index)
+            if not byte & 0x80:
+                if value > 0xFFFFFFFF:
+                    raise self._corrupt("unsigned varint exceeds 32 bits")
+                return value
+        raise self._corrupt("unsigned varint is longer than five bytes")
+
+    def _length(self, classic: struct.Struct) -> int | None:
+        """A string, bytes or array length; None for the null marker."""
+        if self.flexible:
+            encoded = self.read_uvarint()
+            return None if encoded == 0 else encoded - 1
+        (length,) = classic.unpack(self._take(classic.size))
+        if length < -1:
+            raise self._corrupt(f"negative length {length}")
+        return None if length == -1 else int(length)
+
+    def read_nullable_string(self) -> str | None:
+        length = self._length(_I16)
+        if length is None:
+            return None
+        raw = self._take(length)
+        try:
+            return raw.decode()
+        except UnicodeDecodeError as exc:
+            raise self._corrupt("string is not valid UTF-8") from exc
+
+    def read_string(self) -> str:
+        value = self.read_nullable_string()
+        if value is None:
+            raise self._corrupt("non-nullable string is null")
+        return value
+
+    def read_nullable_bytes(self) -> bytes | None:
+        length = self._length(_I32)
+        return None if length is None else self._take(length)
+
+    def read_bytes(self) -> bytes:
+        value = self.read_nullable_bytes()
+        if value is None:
+            raise self._corrupt("non-nullable bytes are null")
+        return value
+
+    def read_array_count(self, min_item_size: int = 1) -> int:
+        """A non-nullable array's element count, refused when the remaining bytes cannot hold it."""
+        count = self._length(_I32)
+        if count is None:
+            raise self._corrupt("non-nullable array is null")
+        if count * min_item_size > self.remaining:
+            raise self._corrupt(f"array of {count} elements exceeds the remaining bytes")
+        return count
+
+    def read_int32_array(self) -> tuple[int, ...]:
+        count = self.read_array_count(min_item_size=4)
+        return tuple(struct.unpack(f">{count}i", self._take(4 * count)))
+
+    def skip_tagged_fields(self) -> None:
+        """Skip a flexible struct's tagged fields; none of the formats here defines one."""
+        for _ in range(self.read_uvarint()):
+            self.read_uvarint()  # tag
+            self._take(self.read_uvarint())
+
+    def expect_end(self) -> None:
+        if self.remaining:
+            raise self._corrupt(f"{self.remaining} bytes follow the end")
+
+
+def encode_string(value: str) -> bytes:
+    """A classic (int16-length) string."""
     raw = value.encode()
     return _I16.pack(len(raw)) + raw
+
+
+def encode_nullable_string(value: str | None) -> bytes:
+    return _I16.pack(-1) if value is None else encode_string(value)
+
+
+def encode_nullable_bytes(value: bytes | None) -> bytes:
+    """Classic (int32-length) bytes."""
+    return _I32.pack(-1) if value is None else _I32.pack(len(value)) + value
 
 
 def _read_string(data: bytes, position: int) -> tuple[str, int]:
@@ -57,8 +226,8 @@ def _read_string(data: bytes, position: int) -> tuple[str, int]:
 def encode_offset_key(key: OffsetKey) -> bytes:
     return (
         _I16.pack(OFFSET_COMMIT_KEY_VERSION)
-        + _string(key.group)
-        + _string(key.topic)
+        + encode_string(key.group)
+        + encode_string(key.topic)
         + _I32.pack(key.partition)
     )
 
@@ -66,7 +235,7 @@ def encode_offset_key(key: OffsetKey) -> bytes:
 def encode_offset_value(value: OffsetValue) -> bytes:
     return (
         _VALUE_HEAD.pack(OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch)
-        + _string(value.metadata)
+        + encode_string(value.metadata)
         + struct.pack(">q", value.commit_timestamp)
     )
 
@@ -104,6 +273,104 @@ def decode_offset_value(data: bytes) -> OffsetValue:
         raise CorruptRecordError("offset commit value timestamp is truncated")
     timestamp = int(struct.unpack_from(">q", data, position)[0])
     return OffsetValue(offset, leader_epoch, metadata, timestamp)
+
+
+def encode_group_metadata_key(group: str) -> bytes:
+    return _I16.pack(GROUP_METADATA_KEY_VERSION) + encode_string(group)
+
+
+def decode_group_metadata_key(data: bytes) -> str:
+    """Return the group id of a version 2 key."""
+    reader = WireReader(data, "group metadata key")
+    version = reader.read_int16()
+    if version != GROUP_METADATA_KEY_VERSION:
+        raise CorruptRecordError(f"key version {version} is not a group metadata key")
+    group = reader.read_string()
+    reader.expect_end()
+    return group
+
+
+def _encode_member(member: MemberMetadata) -> bytes:
+    return b"".join(
+        (
+            encode_string(member.member_id),
+            encode_nullable_string(member.group_instance_id),
+            encode_string(member.client_id),
+            encode_string(member.client_host),
+            _I32.pack(member.rebalance_timeout),
+            _I32.pack(member.session_timeout),
+            encode_nullable_bytes(member.subscription),
+            encode_nullable_bytes(member.assignment),
+        )
+    )
+
+
+def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
+    """Encode as version 3, the version Kafka's classic group coordinator writes.
+
+    Kafka 3.x and 4.x both write version 3 (a constant in 4.x; in 3.x what every
+    metadata version from 2.3 on picks, "the highest supported non-flexible version")
+    and read 0–4. Version 4 only adds tagged-field sections that no field uses yet
+    (KIP-915 made it flexible for future additions), so writing it would gain
+    nothing and would make the records unreadable to older brokers and tools.
+    """
+    return b"".join(
+        (
+            _I16.pack(GROUP_METADATA_VALUE_VERSION),
+            encode_string(value.protocol_type),
+            _I32.pack(value.generation),
+            encode_nullable_string(value.protocol),
+            encode_nullable_string(value.leader),
+            _I64.pack(value.current_state_timestamp),
+            _I32.pack(len(value.members)),
+            *(_encode_member(member) for member in value.members),
+        )
+    )
+
+
+def _read_member(reader: WireReader, version: int) -> MemberMetadata:
+    member_id = reader.read_string()
+    group_instance_id = reader.read_nullable_string() if version >= 3 else None
+    client_id = reader.read_string()
+    client_host = reader.read_string()
+    rebalance_timeout = reader.read_int32() if version >= 1 else None
+    session_timeout = reader.read_int32()
+    subscription = reader.read_bytes()
+    assignment = reader.read_bytes()
+    if reader.flexible:
+        reader.skip_tagged_fields()
+    return MemberMetadata(
+        member_id,
+        group_instance_id,
+        client_id,
+        client_host,
+        # Version 0 had one timeout for both; Kafka loads it as the rebalance timeout too.
+        session_timeout if rebalance_timeout is None else rebalance_timeout,
+        session_timeout,
+        subscription,
+        assignment,
+    )
+
+
+def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
+    """Decode value versions 0–4; bytes after the value are corrupt, as is an unknown version."""
+    reader = WireReader(data, "group metadata value")
+    version = reader.read_int16()
+    if not 0 <= version <= GROUP_METADATA_VALUE_MAX_VERSION:
+        raise CorruptRecordError(f"group metadata value version {version} is unknown")
+    reader.flexible = version >= _FIRST_FLEXIBLE_GROUP_METADATA_VERSION
+    protocol_type = reader.read_string()
+    generation = reader.read_int32()
+    protocol = reader.read_nullable_string()
+    leader = reader.read_nullable_string()
+    current_state_timestamp = reader.read_int64() if version >= 2 else -1
+    members = tuple(_read_member(reader, version) for _ in range(reader.read_array_count()))
+    if reader.flexible:
+        reader.skip_tagged_fields()
+    reader.expect_end()
+    return GroupMetadataValue(
+        protocol_type, generation, protocol, leader, current_state_timestamp, members
+    )
 
 
 def java_string_hash(value: str) -> int:
