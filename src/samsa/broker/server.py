@@ -19,10 +19,11 @@ from typing import Any, cast
 
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.handlers import register_all
+from samsa.broker.handlers.groups import client_host
 from samsa.broker.registry import ApiRegistry, RawResponse
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.cluster.local import LocalMetadataStore
-from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupCoordinator
+from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
 from samsa.errors import SamsaError
 from samsa.protocol.codec import (
     RequestDecodeError,
@@ -63,7 +64,17 @@ class Broker:
         )
         self.replica_manager = ReplicaManager(self.log_manager, self.metadata, config.log_defaults)
         self.group_coordinator = GroupCoordinator(
-            config["offsets.topic.num.partitions"], self._append_internal, self.log_manager.clock
+            config["offsets.topic.num.partitions"],
+            self._append_internal,
+            self.log_manager.clock,
+            GroupConfig(
+                min_session_timeout_ms=config["group.min.session.timeout.ms"],
+                max_session_timeout_ms=config["group.max.session.timeout.ms"],
+                initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+                max_size=config["group.max.size"],
+                offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+                retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+            ),
         )
         self.registry = ApiRegistry()
         register_all(self)
@@ -89,6 +100,7 @@ class Broker:
             lg for tp, lg in self.log_manager.all_logs().items() if tp.topic == OFFSETS_TOPIC
         ]
         self.group_coordinator.load(offsets_logs)
+        self.group_coordinator.start()
         self.log_manager.start_background_tasks()
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
@@ -118,6 +130,7 @@ class Broker:
         """Stop accepting, finish or fail in-flight requests, flush, checkpoint, mark clean."""
         for server in self._servers:
             server.close()
+        await self.group_coordinator.shutdown()
         self.replica_manager.shutdown()
         for connection in list(self._connections):
             connection.close()
@@ -195,6 +208,7 @@ class Connection(asyncio.Protocol):
             self.transport.close()
 
     async def _serve(self) -> None:
+        client_host.set("/" + self.peer.rpartition(":")[0])
         try:
             while True:
                 await self._writable.wait()

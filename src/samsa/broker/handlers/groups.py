@@ -1,19 +1,32 @@
-"""FindCoordinator (key 10, 0–6), OffsetCommit (key 8, 2–10), OffsetFetch (key 9, 1–10).
+"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups.
 
 This broker coordinates every group. ``__consumer_offsets`` is created on the
-first FindCoordinator for a group, as Kafka creates it. Commits are accepted
-from simple consumers (generation -1, no member id); a commit naming a
-generation or member gets ILLEGAL_GENERATION/UNKNOWN_MEMBER_ID until group
-membership is served. Transactional coordinators (key type 1) are answered
-COORDINATOR_NOT_AVAILABLE for now.
+first FindCoordinator for a group, as Kafka creates it. The decisions live in
+:class:`~samsa.coordinator.group.coordinator.GroupCoordinator`; this module
+translates requests and responses of every served version. Transaction
+coordinators (key type 1) are answered COORDINATOR_NOT_AVAILABLE for now.
 """
 
 from __future__ import annotations
 
+import datetime
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import respond
-from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from samsa.coordinator.group.coordinator import (
+    OFFSETS_TOPIC,
+    OFFSETS_TOPIC_CONFIGS,
+    JoinRequest,
+)
+from samsa.coordinator.group.group import (
+    COORDINATOR_NOT_AVAILABLE,
+    INVALID_GROUP_ID,
+    NONE,
+    OFFSET_METADATA_TOO_LARGE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from samsa.coordinator.group.records import OffsetValue
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
@@ -21,15 +34,22 @@ from samsa.types import TopicPartition
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
-FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
+JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 GROUP_KEY_TYPE = 0
-COORDINATOR_NOT_AVAILABLE = 15
-INVALID_GROUP_ID = 24
-UNKNOWN_TOPIC_OR_PARTITION = 3
-OFFSET_METADATA_TOO_LARGE = 12
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
-MAX_METADATA_BYTES = 4096  # offset.metadata.max.bytes
+# READ, DELETE and DESCRIBE: what any client may do to a group without ACLs.
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+# The peer of the connection whose request is being served ("/127.0.0.1", as Kafka shows it).
+client_host: ContextVar[str] = ContextVar("client_host", default="")
+
+
+def _ms(value: datetime.timedelta | int) -> int:
+    if isinstance(value, datetime.timedelta):
+        return int(value / datetime.timedelta(milliseconds=1))
+    return int(value)
 
 
 def ensure_offsets_topic(broker: Broker) -> None:
@@ -42,6 +62,9 @@ def ensure_offsets_topic(broker: Broker) -> None:
 
 
 def register(broker: Broker) -> None:
+    coordinator = broker.group_coordinator
+    metadata_max_bytes = broker.config["offset.metadata.max.bytes"]
+
     def listener_fields() -> dict[str, Any]:
         listener = broker.advertised  # read per request: port 0 is bound after start
         return {"node_id": broker.node_id, "host": listener.host, "port": listener.port}
@@ -66,18 +89,91 @@ def register(broker: Broker) -> None:
         answer.pop("key")
         return respond(header, {"throttle_time": 0, **answer})
 
+    # -- membership ------------------------------------------------------------------
+    async def join_group(header: RequestHeader, body: Any) -> Any:
+        ensure_offsets_topic(broker)
+        session_ms = _ms(body.session_timeout)
+        rebalance = getattr(body, "rebalance_timeout", None)
+        request = JoinRequest(
+            group_id=body.group_id,
+            member_id=body.member_id,
+            group_instance_id=getattr(body, "group_instance_id", None),
+            client_id=header.client_id or "",
+            client_host=client_host.get(),
+            session_timeout_ms=session_ms,
+            rebalance_timeout_ms=session_ms if rebalance is None else _ms(rebalance),
+            protocol_type=body.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+            require_known_member_id=header.api_version >= 4,
+            supports_skip_assignment=header.api_version >= 9,
+        )
+        result = await coordinator.join(request)
+        no_name = None if header.api_version >= 7 else ""
+        return respond(header, {
+            "throttle_time": 0,
+            "error_code": result.error,
+            "generation_id": result.generation,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name if result.protocol_name is not None else no_name,
+            "leader": result.leader,
+            "skip_assignment": result.skip_assignment,
+            "member_id": result.member_id,
+            "members": [{"member_id": member_id, "group_instance_id": instance, "metadata": meta}
+                        for member_id, instance, meta in result.members],
+        })  # fmt: skip
+
+    async def sync_group(header: RequestHeader, body: Any) -> Any:
+        result = await coordinator.sync(
+            body.group_id,
+            body.generation_id,
+            body.member_id,
+            group_instance_id=getattr(body, "group_instance_id", None),
+            protocol_type=getattr(body, "protocol_type", None),
+            protocol_name=getattr(body, "protocol_name", None),
+            assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
+        )
+        return respond(header, {
+            "throttle_time": 0,
+            "error_code": result.error,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name,
+            "assignment": result.assignment,
+        })  # fmt: skip
+
+    async def heartbeat(header: RequestHeader, body: Any) -> Any:
+        error = coordinator.heartbeat(
+            body.group_id,
+            body.generation_id,
+            body.member_id,
+            getattr(body, "group_instance_id", None),
+        )
+        return respond(header, {"throttle_time": 0, "error_code": error})
+
+    async def leave_group(header: RequestHeader, body: Any) -> Any:
+        if header.api_version >= 3:
+            leaving = [(m.member_id, m.group_instance_id) for m in body.members]
+        else:
+            leaving = [(body.member_id, None)]
+        top, errors = coordinator.leave(body.group_id, leaving)
+        if header.api_version < 3:
+            return respond(header, {"throttle_time": 0, "error_code": top or errors[0]})
+        return respond(header, {
+            "throttle_time": 0,
+            "error_code": top,
+            "members": [{"member_id": member_id, "group_instance_id": instance, "error_code": code}
+                        for (member_id, instance), code in zip(leaving, errors, strict=True)],
+        })  # fmt: skip
+
+    # -- offsets ---------------------------------------------------------------------
     async def offset_commit(header: RequestHeader, body: Any) -> Any:
         group = body.group_id
         generation = getattr(body, "generation_id_or_member_epoch", -1)
         member = getattr(body, "member_id", "")
+        instance = getattr(body, "group_instance_id", None)
         if not group:
             group_error = INVALID_GROUP_ID
-        elif generation >= 0:
-            group_error = ILLEGAL_GENERATION
-        elif member:
-            group_error = UNKNOWN_MEMBER_ID
         else:
-            group_error = 0
+            group_error = coordinator.validate_commit(group, generation, member, instance)
         now = broker.log_manager.clock()
         accepted: dict[TopicPartition, OffsetValue] = {}
         topics = []
@@ -93,7 +189,7 @@ def register(broker: Broker) -> None:
                 tp = TopicPartition(name or "", p.partition_index)
                 if not code and (name is None or broker.replica_manager.get(tp) is None):
                     code = UNKNOWN_TOPIC_OR_PARTITION
-                if not code and len(metadata.encode()) > MAX_METADATA_BYTES:
+                if not code and len(metadata.encode()) > metadata_max_bytes:
                     code = OFFSET_METADATA_TOO_LARGE
                 if not code:
                     epoch = getattr(p, "committed_leader_epoch", -1)
@@ -103,11 +199,10 @@ def register(broker: Broker) -> None:
                            "partitions": partitions})  # fmt: skip
         if accepted:
             ensure_offsets_topic(broker)
-            await broker.group_coordinator.commit(group, accepted)
+            await coordinator.commit(group, accepted)
         return respond(header, {"throttle_time": 0, "topics": topics})
 
     def fetch_group(group: str, topics: Any) -> dict[str, Any]:
-        coordinator = broker.group_coordinator
         if topics is None:
             found = coordinator.committed(group)
         else:
@@ -136,6 +231,76 @@ def register(broker: Broker) -> None:
         answer.pop("group_id")
         return respond(header, {"throttle_time": 0, **answer})
 
+    async def offset_delete(header: RequestHeader, body: Any) -> Any:
+        wanted = [TopicPartition(t.name, p.partition_index) for t in body.topics
+                  for p in t.partitions]  # fmt: skip
+        top, codes = await coordinator.delete_offsets(body.group_id, wanted)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        if top == NONE:
+            for tp in wanted:
+                topics.setdefault(tp.topic, []).append(
+                    {"partition_index": tp.partition, "error_code": codes.get(tp, NONE)}
+                )
+        return respond(header, {
+            "error_code": top,
+            "throttle_time": 0,
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+        })  # fmt: skip
+
+    # -- group admin -----------------------------------------------------------------
+    async def describe_groups(header: RequestHeader, body: Any) -> Any:
+        include_ops = getattr(body, "include_authorized_operations", False)
+        described = []
+        for group_id in body.groups:
+            d = coordinator.describe(group_id)
+            described.append({
+                "error_code": INVALID_GROUP_ID if not group_id else NONE,
+                "group_id": group_id,
+                "group_state": d.state,
+                "protocol_type": d.protocol_type,
+                "protocol_data": d.protocol,
+                "members": [{
+                    "member_id": m.member_id,
+                    "group_instance_id": m.group_instance_id,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata,
+                    "member_assignment": m.assignment,
+                } for m in d.members],
+                "authorized_operations": (
+                    GROUP_AUTHORIZED_OPERATIONS if include_ops else OPERATIONS_NOT_REQUESTED
+                ),
+            })  # fmt: skip
+        return respond(header, {"throttle_time": 0, "groups": described})
+
+    async def list_groups(header: RequestHeader, body: Any) -> Any:
+        states = {s.lower() for s in getattr(body, "states_filter", ())}
+        types = {t.lower() for t in getattr(body, "types_filter", ())}
+        groups = []
+        for group_id, protocol_type, state in coordinator.list_groups():
+            if states and state.lower() not in states:
+                continue
+            if types and "classic" not in types:
+                continue
+            groups.append({"group_id": group_id, "protocol_type": protocol_type,
+                           "group_state": state, "group_type": "classic"})  # fmt: skip
+        return respond(header, {"throttle_time": 0, "error_code": NONE, "groups": groups})
+
+    async def delete_groups(header: RequestHeader, body: Any) -> Any:
+        results = await coordinator.delete_groups(list(body.groups_names))
+        return respond(header, {
+            "throttle_time": 0,
+            "results": [{"group_id": g, "error_code": code} for g, code in results.items()],
+        })  # fmt: skip
+
     broker.registry.add(FIND_COORDINATOR, 0, 6, find_coordinator)
+    broker.registry.add(JOIN_GROUP, 0, 9, join_group)
+    broker.registry.add(SYNC_GROUP, 0, 5, sync_group)
+    broker.registry.add(HEARTBEAT, 0, 4, heartbeat)
+    broker.registry.add(LEAVE_GROUP, 0, 5, leave_group)
     broker.registry.add(OFFSET_COMMIT, 2, 10, offset_commit)
     broker.registry.add(OFFSET_FETCH, 1, 10, offset_fetch)
+    broker.registry.add(OFFSET_DELETE, 0, 0, offset_delete)
+    broker.registry.add(DESCRIBE_GROUPS, 0, 5, describe_groups)
+    broker.registry.add(LIST_GROUPS, 0, 5, list_groups)
+    broker.registry.add(DELETE_GROUPS, 0, 2, delete_groups)
