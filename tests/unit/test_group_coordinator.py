@@ -1,0 +1,459 @@
+"""The group coordinator's state machine, driven directly on a real event loop.
+
+Appends go to real partition logs (one per offsets partition) so that reloading
+from them is tested too; timers are real but short (tens of milliseconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from tests.conftest import ManualClock
+
+from samsa.coordinator.group.coordinator import (
+    OFFSETS_TOPIC,
+    GroupConfig,
+    GroupCoordinator,
+    JoinRequest,
+)
+from samsa.coordinator.group.group import (
+    FENCED_INSTANCE_ID,
+    GROUP_ID_NOT_FOUND,
+    GROUP_MAX_SIZE_REACHED,
+    GROUP_SUBSCRIBED_TO_TOPIC,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_SESSION_TIMEOUT,
+    MEMBER_ID_REQUIRED,
+    NON_EMPTY_GROUP,
+    NONE,
+    REBALANCE_IN_PROGRESS,
+    UNKNOWN_MEMBER_ID,
+    JoinResult,
+)
+from samsa.coordinator.group.records import OffsetValue
+from samsa.records import iter_records, read_batch
+from samsa.storage import Log, LogConfig
+from samsa.storage.log_loader import load_log
+from samsa.storage.validator import AppendOrigin
+from samsa.types import TopicPartition
+
+T = TypeVar("T")
+PARTITIONS = 3
+SUB = b"\x00\x00\x00\x00"  # opaque to the coordinator
+
+
+class Harness:
+    def __init__(self, tmp: Path, clock: ManualClock, **config: Any) -> None:
+        self.tmp = tmp
+        self.clock = clock
+        defaults: dict[str, Any] = {
+            "min_session_timeout_ms": 10,
+            "initial_rebalance_delay_ms": 0,
+        }
+        self.config = GroupConfig(**{**defaults, **config})
+        self.logs: dict[TopicPartition, Log] = {}
+        self.fail_appends = False
+        self.coordinator = self.new_coordinator()
+
+    def new_coordinator(self) -> GroupCoordinator:
+        return GroupCoordinator(PARTITIONS, self.append, self.clock, self.config)
+
+    def log_for(self, tp: TopicPartition) -> Log:
+        if tp not in self.logs:
+            self.logs[tp] = load_log(self.tmp / f"{tp.topic}-{tp.partition}", LogConfig())
+        return self.logs[tp]
+
+    async def append(self, tp: TopicPartition, records: bytes) -> None:
+        if self.fail_appends:
+            raise OSError("disk gone")
+        self.log_for(tp).append_as_leader(bytearray(records), origin=AppendOrigin.COORDINATOR)
+
+    def keys_written(self) -> list[tuple[bytes, bytes | None]]:
+        out = []
+        for lg in self.logs.values():
+            data = lg.read(0, 1 << 24).region.read()
+            position = 0
+            while position < len(data):
+                batch = read_batch(data, position)
+                out += [(r.key, r.value) for r in iter_records(batch) if r.key is not None]
+                position += batch.size
+        return out
+
+    def reload(self) -> GroupCoordinator:
+        fresh = self.new_coordinator()
+        fresh.load(self.logs[tp] for tp in sorted(self.logs, key=lambda t: t.partition))
+        return fresh
+
+
+def request(group: str = "g", member: str = "", **overrides: Any) -> JoinRequest:
+    values: dict[str, Any] = {
+        "group_id": group,
+        "member_id": member,
+        "group_instance_id": None,
+        "client_id": "client",
+        "client_host": "/127.0.0.1",
+        "session_timeout_ms": 200,
+        "rebalance_timeout_ms": 300,
+        "protocol_type": "consumer",
+        "protocols": [("range", SUB)],
+        "require_known_member_id": False,
+    }
+    values.update(overrides)
+    return JoinRequest(**values)
+
+
+def run(make: Callable[[Harness], Awaitable[T]], tmp_path: Path, **config: Any) -> T:
+    async def main() -> T:
+        harness = Harness(tmp_path, ManualClock(), **config)
+        harness.coordinator.start()
+        try:
+            return await make(harness)
+        finally:
+            await harness.coordinator.shutdown()
+
+    return asyncio.run(main())
+
+
+async def join_and_sync(h: Harness, req: JoinRequest) -> tuple[JoinResult, bytes]:
+    joined = await h.coordinator.join(req)
+    assert joined.error == NONE, joined
+    assignments = {m: f"to-{m}".encode() for m, _, _ in joined.members}
+    synced = await h.coordinator.sync(
+        req.group_id,
+        joined.generation,
+        joined.member_id,
+        group_instance_id=req.group_instance_id,
+        protocol_type=None,
+        protocol_name=None,
+        assignments=assignments,
+    )
+    assert synced.error == NONE, synced
+    return joined, synced.assignment
+
+
+def test_member_id_required_then_join_sync_stable(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        first = await c.join(request(require_known_member_id=True))
+        assert first.error == MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
+        joined, assignment = await join_and_sync(
+            h, request(member=first.member_id, require_known_member_id=True)
+        )
+        assert (joined.generation, joined.leader, joined.protocol_name) == (
+            1,
+            first.member_id,
+            "range",
+        )
+        assert [m for m, _, _ in joined.members] == [first.member_id]
+        assert assignment == f"to-{first.member_id}".encode()
+        described = c.describe("g")
+        assert described.state == "Stable" and described.protocol == "range"
+        assert described.members[0].assignment == assignment
+        assert c.heartbeat("g", 1, first.member_id, None) == NONE
+        assert c.heartbeat("g", 0, first.member_id, None) == ILLEGAL_GENERATION
+        assert c.heartbeat("g", 1, "nobody", None) == UNKNOWN_MEMBER_ID
+
+    run(scenario, tmp_path)
+
+
+def test_second_member_rebalances_and_follower_waits_for_leader(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        leader_join, _ = await join_and_sync(h, request())
+        leader = leader_join.member_id
+        follower_task = asyncio.create_task(c.join(request(client_id="other")))
+        await asyncio.sleep(0.01)
+        assert c.describe("g").state == "PreparingRebalance"
+        assert c.heartbeat("g", 1, leader, None) == REBALANCE_IN_PROGRESS
+        rejoin = await c.join(request(member=leader))
+        follower = await follower_task
+        assert rejoin.generation == follower.generation == 2
+        assert rejoin.leader == follower.leader == leader
+        assert len(rejoin.members) == 2 and follower.members == []
+        follower_sync = asyncio.create_task(
+            c.sync("g", 2, follower.member_id, group_instance_id=None, protocol_type="consumer",
+                   protocol_name="range", assignments={})
+        )  # fmt: skip
+        await asyncio.sleep(0.01)
+        assert not follower_sync.done()  # waits for the leader's assignment
+        plan = {follower.member_id: b"F", leader: b"L"}
+        await c.sync("g", 2, leader, group_instance_id=None, protocol_type=None,
+                     protocol_name=None, assignments=plan)  # fmt: skip
+        assert (await follower_sync).assignment == b"F"
+        assert c.describe("g").state == "Stable"
+
+    run(scenario, tmp_path)
+
+
+def test_session_expiry_removes_member_and_rebalances(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        a, _ = await join_and_sync(h, request(session_timeout_ms=1000))
+        b_task = asyncio.create_task(c.join(request(session_timeout_ms=100)))
+        await asyncio.sleep(0.01)
+        await c.join(request(member=a.member_id, session_timeout_ms=1000))
+        b = await b_task
+        await c.sync("g", b.generation, a.member_id, group_instance_id=None, protocol_type=None,
+                     protocol_name=None, assignments={})  # fmt: skip
+        await c.sync("g", b.generation, b.member_id, group_instance_id=None, protocol_type=None,
+                     protocol_name=None, assignments={})  # fmt: skip
+        # b never heartbeats again: after its 100 ms session the group rebalances without it.
+        for _ in range(50):
+            await asyncio.sleep(0.02)
+            assert c.heartbeat("g", b.generation, a.member_id, None) in (
+                NONE,
+                REBALANCE_IN_PROGRESS,
+            )
+            if c.describe("g").state == "PreparingRebalance":
+                break
+        assert [m.member_id for m in c.describe("g").members] == [a.member_id]
+        rejoin = await c.join(request(member=a.member_id, session_timeout_ms=1000))
+        assert rejoin.generation == b.generation + 1 and len(rejoin.members) == 1
+
+    run(scenario, tmp_path)
+
+
+def test_member_not_rejoining_is_dropped_after_rebalance_timeout(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        a, _ = await join_and_sync(h, request(session_timeout_ms=5000, rebalance_timeout_ms=100))
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        b = await c.join(request(session_timeout_ms=5000, rebalance_timeout_ms=100))
+        waited = loop.time() - started
+        assert b.error == NONE and 0.08 <= waited < 2
+        assert b.leader == b.member_id and [m for m, _, _ in b.members] == [b.member_id]
+        assert c.heartbeat("g", a.generation, a.member_id, None) == UNKNOWN_MEMBER_ID
+
+    run(scenario, tmp_path)
+
+
+def test_leave_and_last_member_leaving_empties_group(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        a, _ = await join_and_sync(h, request())
+        assert c.leave("g", [("nobody", None), (a.member_id, None)]) == (
+            NONE,
+            [UNKNOWN_MEMBER_ID, NONE],
+        )
+        await asyncio.sleep(0.05)  # the empty join phase completes on the next loop turn
+        described = c.describe("g")
+        assert described.state == "Empty" and described.members == []
+        assert c.leave("missing", [("x", None)]) == (NONE, [UNKNOWN_MEMBER_ID])
+
+    run(scenario, tmp_path)
+
+
+def test_static_member_rejoin_fences_old_id_without_rebalance(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        leader, _ = await join_and_sync(
+            h, request(group_instance_id="i-1", session_timeout_ms=5000)
+        )
+        s_task = asyncio.create_task(
+            c.join(request(group_instance_id="i-2", session_timeout_ms=5000))
+        )
+        await asyncio.sleep(0.01)
+        await c.join(
+            request(member=leader.member_id, group_instance_id="i-1", session_timeout_ms=5000)
+        )
+        static = await s_task
+        await c.sync("g", static.generation, leader.member_id, group_instance_id="i-1",
+                     protocol_type=None, protocol_name=None,
+                     assignments={static.member_id: b"mine", leader.member_id: b"L"})  # fmt: skip
+        # i-2 restarts: a new member id, same instance id, same generation, same assignment.
+        again = await c.join(request(group_instance_id="i-2", session_timeout_ms=5000))
+        assert again.error == NONE and again.member_id != static.member_id
+        assert again.generation == static.generation
+        assert c.describe("g").state == "Stable"
+        assert c.heartbeat("g", again.generation, static.member_id, "i-2") == FENCED_INSTANCE_ID
+        assert c.heartbeat("g", again.generation, again.member_id, "i-2") == NONE
+        synced = await c.sync("g", again.generation, again.member_id, group_instance_id="i-2",
+                              protocol_type=None, protocol_name=None, assignments={})  # fmt: skip
+        assert synced.assignment == b"mine"
+        # Static leave by instance id alone (LeaveGroup v3+ shape).
+        assert c.leave("g", [("", "i-2")]) == (NONE, [NONE])
+
+    run(scenario, tmp_path)
+
+
+def test_join_validation_errors(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        assert (await c.join(request(session_timeout_ms=5))).error == INVALID_SESSION_TIMEOUT
+        assert (await c.join(request(member="ghost"))).error == UNKNOWN_MEMBER_ID
+        await join_and_sync(h, request())
+        assert (await c.join(request(protocol_type="connect"))).error == INCONSISTENT_GROUP_PROTOCOL
+        other = request(protocols=[("roundrobin", SUB)])
+        assert (await c.join(other)).error == INCONSISTENT_GROUP_PROTOCOL
+        assert (await c.join(request(group="full"))).error == NONE
+        assert (await c.join(request(group="full"))).error == GROUP_MAX_SIZE_REACHED
+
+    run(scenario, tmp_path, max_size=1)
+
+
+def test_protocol_selection_by_vote(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        both = [("range", SUB), ("cooperative-sticky", SUB)]
+        prefer_sticky = [("cooperative-sticky", SUB), ("range", SUB)]
+        results = await asyncio.gather(
+            c.join(request(protocols=both)),
+            c.join(request(protocols=prefer_sticky)),
+            c.join(request(protocols=prefer_sticky)),
+        )
+        assert {r.protocol_name for r in results} == {"cooperative-sticky"}
+
+    run(scenario, tmp_path, initial_rebalance_delay_ms=50)
+
+
+def test_initial_delay_waits_and_extends_for_new_members(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        first = asyncio.create_task(c.join(request(rebalance_timeout_ms=1000)))
+        await asyncio.sleep(0.1)
+        second = asyncio.create_task(c.join(request(rebalance_timeout_ms=1000)))
+        a, b = await asyncio.gather(first, second)
+        elapsed = loop.time() - started
+        assert a.generation == b.generation == 1
+        assert elapsed >= 0.3  # 150 ms, then extended by another 150 ms for the newcomer
+
+    run(scenario, tmp_path, initial_rebalance_delay_ms=150)
+
+
+def test_member_that_never_syncs_is_removed(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        a, _ = await join_and_sync(h, request(session_timeout_ms=5000, rebalance_timeout_ms=150))
+        b_task = asyncio.create_task(
+            c.join(request(session_timeout_ms=5000, rebalance_timeout_ms=150))
+        )
+        await asyncio.sleep(0.01)
+        await c.join(request(member=a.member_id, session_timeout_ms=5000, rebalance_timeout_ms=150))
+        b = await b_task
+        await c.sync("g", b.generation, a.member_id, group_instance_id=None, protocol_type=None,
+                     protocol_name=None, assignments={})  # fmt: skip
+        # b never sends SyncGroup: after the rebalance timeout it is dropped and a must rejoin.
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if c.heartbeat("g", b.generation, b.member_id, None) == UNKNOWN_MEMBER_ID:
+                break
+        assert c.heartbeat("g", b.generation, a.member_id, None) == REBALANCE_IN_PROGRESS
+        assert c.describe("g").state == "PreparingRebalance"
+
+    run(scenario, tmp_path)
+
+
+def test_commit_validation(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        assert c.validate_commit("new", -1, "", None) == NONE
+        assert c.validate_commit("new", 3, "m", None) == ILLEGAL_GENERATION
+        a, _ = await join_and_sync(h, request())
+        assert c.validate_commit("g", -1, "", None) == UNKNOWN_MEMBER_ID  # group has members
+        assert c.validate_commit("g", a.generation, a.member_id, None) == NONE
+        assert c.validate_commit("g", a.generation + 1, a.member_id, None) == ILLEGAL_GENERATION
+        assert c.validate_commit("g", a.generation, "other", None) == UNKNOWN_MEMBER_ID
+
+    run(scenario, tmp_path)
+
+
+def test_state_survives_reload(tmp_path: Path) -> None:
+    tp = TopicPartition("t", 0)
+
+    async def scenario(h: Harness) -> GroupCoordinator:
+        c = h.coordinator
+        a, _ = await join_and_sync(h, request(group_instance_id="i-1"))
+        await c.commit("g", {tp: OffsetValue(42, 3, "meta", h.clock())})
+        await c.commit("simple", {tp: OffsetValue(7, -1, "", h.clock())})
+        reloaded = h.reload()
+        described = reloaded.describe("g")
+        assert described.state == "Stable" and described.protocol == "range"
+        assert [m.member_id for m in described.members] == [a.member_id]
+        assert described.members[0].group_instance_id == "i-1"
+        assert described.members[0].assignment == f"to-{a.member_id}".encode()
+        assert reloaded.committed("g")[tp] == OffsetValue(42, 3, "meta", h.clock())
+        assert reloaded.describe("simple").state == "Empty"
+        assert sorted(reloaded.groups()) == ["g", "simple"]
+        return reloaded
+
+    run(scenario, tmp_path)
+
+
+def test_delete_groups_and_offsets(tmp_path: Path) -> None:
+    tp, other = TopicPartition("t", 0), TopicPartition("u", 1)
+
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        await c.commit("idle", {tp: OffsetValue(1, -1, "", 0), other: OffsetValue(2, -1, "", 0)})
+        assert await c.delete_offsets("idle", [tp]) == (NONE, {tp: NONE})
+        assert c.committed("idle") == {other: OffsetValue(2, -1, "", 0)}
+        assert (await c.delete_offsets("missing", [tp]))[0] == GROUP_ID_NOT_FOUND
+        # A member subscribed to topic "t" (consumer protocol v0: topics ["t"], no user data).
+        subscription = b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff"
+        await join_and_sync(h, request(group="busy", protocols=[("range", subscription)]))
+        await c.commit("busy", {tp: OffsetValue(5, -1, "", 0)})
+        top, codes = await c.delete_offsets("busy", [tp, other])
+        assert (top, codes) == (NONE, {tp: GROUP_SUBSCRIBED_TO_TOPIC, other: NONE})
+        results = await c.delete_groups(["idle", "busy", "missing"])
+        assert results == {"idle": NONE, "busy": NON_EMPTY_GROUP, "missing": GROUP_ID_NOT_FOUND}
+        assert c.committed("idle") == {} and "idle" not in c.groups()
+        assert "idle" not in h.reload().groups()  # tombstones written
+
+    run(scenario, tmp_path)
+
+
+def test_offsets_of_empty_groups_expire(tmp_path: Path) -> None:
+    tp = TopicPartition("t", 0)
+
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        await c.commit("old", {tp: OffsetValue(1, -1, "", h.clock())})
+        await join_and_sync(h, request(group="live"))
+        await c.commit("live", {tp: OffsetValue(9, -1, "", h.clock())})
+        h.clock.advance(60_001)
+        assert await c.expire_offsets() == 1
+        assert "old" not in c.groups() and c.committed("live") == {
+            tp: OffsetValue(9, -1, "", h.clock() - 60_001)
+        }
+        assert "old" not in h.reload().groups()
+
+    run(scenario, tmp_path, offsets_retention_ms=60_000)
+
+
+def test_failed_assignment_write_restarts_rebalance(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        joined = await c.join(request())
+        h.fail_appends = True
+        sync = asyncio.create_task(
+            c.sync("g", joined.generation, joined.member_id, group_instance_id=None,
+                   protocol_type=None, protocol_name=None, assignments={})
+        )  # fmt: skip
+        assert (await sync).error == REBALANCE_IN_PROGRESS
+        assert c.describe("g").state == "PreparingRebalance"
+
+    run(scenario, tmp_path)
+
+
+@pytest.mark.parametrize("count", [10])
+def test_many_members_form_one_generation(tmp_path: Path, count: int) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        results = await asyncio.gather(*(c.join(request(client_id=f"c{i}")) for i in range(count)))
+        assert {r.generation for r in results} == {1}
+        leaders = [r for r in results if r.members]
+        assert len(leaders) == 1 and len(leaders[0].members) == count
+
+    run(scenario, tmp_path, initial_rebalance_delay_ms=50)
+
+
+def test_offsets_topic_name() -> None:
+    assert OFFSETS_TOPIC == "__consumer_offsets"
