@@ -61,6 +61,9 @@ class Broker:
             retention_check_interval_ms=config["log.retention.check.interval.ms"],
             flush_scheduler_interval_ms=config["log.flush.scheduler.interval.ms"],
             checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"] or 60_000,
+            cleaner_enabled=config["log.cleaner.enable"],
+            cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
+            cleaner_dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
         )
         self.replica_manager = ReplicaManager(self.log_manager, self.metadata, config.log_defaults)
         self.group_coordinator = GroupCoordinator(

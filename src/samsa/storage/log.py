@@ -5,9 +5,12 @@ CRC does not cover it) and appends the producer's bytes unchanged otherwise.
 It tracks the log start offset, the log end offset (LEO), the high watermark
 and the recovery point (everything below it is known to be on disk).
 
-Segments deleted by retention are renamed ``.deleted`` at once and removed
+Segments deleted by retention, or replaced by the log cleaner's output
+(:meth:`Log.replace_segments`), are renamed ``.deleted`` at once and removed
 after ``file.delete.delay.ms``, so a read that already holds a file region
-can still send it.
+can still send it. With ``cleanup.policy=compact`` alone, retention by time
+and size does not apply (the cleaner keeps the log small); ``compact,delete``
+applies both.
 
 Not thread-safe: one owner (the partition's writer on the event loop) calls
 every method; only the fsync work of :meth:`flush_segments` may run on a
@@ -33,11 +36,17 @@ from samsa.records.batch import (
 from samsa.storage.log_config import LogConfig
 from samsa.storage.producer_state import ProducerStateManager
 from samsa.storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     EMPTY_REGION,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
     FetchData,
     LogOffsetMetadata,
     LogSegment,
+    segment_file_name,
 )
 from samsa.storage.validator import AppendOrigin, validate_batch
 
@@ -97,9 +106,12 @@ class Log:
         self.unflushed_messages = 0
         self.last_flush_ms = clock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._retired = 0
         self.producer_state = ProducerStateManager(directory)
         self.on_roll: Callable[[Log, int], None] | None = None
         """Called with the new segment's base offset after a roll (to flush the old ones)."""
+        self.on_truncate: Callable[[Log, int], None] | None = None
+        """Called with the offset a truncation cut the log back to (the cleaner rewinds)."""
 
     # -- state ------------------------------------------------------------
     @property
@@ -389,13 +401,29 @@ class Log:
     def _remove_segments(self, count: int) -> None:
         due = self.clock() + self.config.file_delete_delay_ms
         for segment in self._segments[:count]:
-            segment.rename_suffix("", DELETED_SUFFIX)
-            self._pending_deletes.append((due, segment))
+            self._retire(segment, due)
         del self._segments[:count]
         del self._bases[:count]
         self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         if self._hw.offset < self.log_start_offset:
             self.update_high_watermark(self.log_start_offset)
+
+    def _retire(self, segment: LogSegment, due: int) -> None:
+        """Rename ``segment``'s files ``.deleted`` and queue their removal at ``due``.
+
+        An earlier segment with the same base offset (cleaned twice, or truncated
+        and rewritten) may still wait under those names; this one then gets a
+        numbered ``.<n>.deleted`` suffix instead of replacing that one's files.
+        """
+        suffix = DELETED_SUFFIX
+        if any(
+            (self.directory / segment_file_name(segment.base_offset, kind + suffix)).exists()
+            for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        ):
+            self._retired += 1
+            suffix = f".{self._retired}{DELETED_SUFFIX}"
+        segment.rename_suffix("", suffix)
+        self._pending_deletes.append((due, segment))
 
     def delete_records_before(self, offset: int) -> int:
         """Move the log start offset to ``offset`` (DeleteRecords); return the new start.
@@ -427,6 +455,44 @@ class Log:
             segment.delete_files()
         return len(doomed)
 
+    # -- compaction -------------------------------------------------------------
+    def replace_segments(self, old: list[LogSegment], new: list[LogSegment]) -> bool:
+        """Swap the cleaner's output ``new`` in for the consecutive segments ``old``.
+
+        ``old`` must still be segments of this log, in order, and not the active
+        one; otherwise nothing changes and False is returned (a concurrent
+        retention, truncation or roll won: the caller discards ``new``). ``new``
+        arrive as ``.cleaned`` files, sorted, the first based where ``old`` starts.
+        The files are renamed ``.cleaned`` → ``.swap``, the old segments
+        ``.deleted`` (removed after ``file.delete.delay.ms``, so in-flight reads
+        of them finish), then ``.swap`` → final names: a crash at any step
+        leaves files that :func:`~samsa.storage.log_loader.load_log` completes
+        or rolls back.
+        """
+        if not old or not new or new[0].base_offset != old[0].base_offset:
+            return False
+        segments = self._segments
+        start = next((i for i, s in enumerate(segments) if s is old[0]), -1)
+        end = start + len(old)
+        if start < 0 or end >= len(segments):
+            return False
+        if any(segments[start + k] is not segment for k, segment in enumerate(old)):
+            return False
+        for segment in new:
+            segment.config = self.config
+            segment.rename_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+        segments[start:end] = new
+        self._bases[start:end] = [s.base_offset for s in new]
+        due = self.clock() + self.config.file_delete_delay_ms
+        for segment in old:
+            self._retire(segment, due)
+        for segment in new:
+            segment.rename_suffix(SWAP_SUFFIX, "")
+        replaced = {s.base_offset for s in old}
+        if self._hw.segment_base_offset in replaced:
+            self._hw = self._offset_metadata(self._hw.offset)
+        return True
+
     # -- truncation -----------------------------------------------------------
     def truncate_to(self, offset: int) -> None:
         """Remove every batch at or after ``offset`` (a follower diverging from its leader)."""
@@ -438,8 +504,7 @@ class Log:
         while self._segments[-1].base_offset >= offset:
             segment = self._segments.pop()
             self._bases.pop()
-            segment.rename_suffix("", DELETED_SUFFIX)
-            self._pending_deletes.append((self.clock(), segment))
+            self._retire(segment, self.clock())
         active = self._segments[-1]
         active.truncate_to(offset)
         self._leo = LogOffsetMetadata(active.read_next_offset(), active.base_offset, active.size)
@@ -447,12 +512,13 @@ class Log:
         self.update_high_watermark(min(self._hw.offset, self._leo.offset))
         self.producer_state.delete_snapshots_after(self._leo.offset)
         self.rebuild_producer_state()
+        if self.on_truncate is not None:
+            self.on_truncate(self, self._leo.offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and start empty at ``offset``."""
         for segment in self._segments:
-            segment.rename_suffix("", DELETED_SUFFIX)
-            self._pending_deletes.append((self.clock(), segment))
+            self._retire(segment, self.clock())
         segment = LogSegment(self.directory, offset, self.config, created_ms=self.clock())
         self._segments = [segment]
         self._bases = [offset]
@@ -462,6 +528,8 @@ class Log:
         self._hw = self._leo
         self.producer_state.delete_snapshots_after(-1)
         self.producer_state.producers.clear()
+        if self.on_truncate is not None:
+            self.on_truncate(self, offset)
 
     # -- durability -------------------------------------------------------------
     def should_flush(self) -> bool:

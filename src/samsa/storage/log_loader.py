@@ -6,6 +6,12 @@ torn or CRC-failing batch and everything after it — in that segment and in all
 later ones — is removed, and the indexes are rebuilt from what remains. After
 a clean shutdown only the active segment's indexes are sanity-checked. A
 segment whose index files are missing is always rebuilt.
+
+Leftovers of an interrupted log cleaner pass (see :mod:`samsa.storage.cleaner`)
+are settled first: ``.cleaned`` files were never swapped in and are removed;
+a ``.swap`` segment was complete and fsynced before it got that name, so it
+replaces the segments whose base offsets it covers — from its own base offset
+to its next offset — and takes its final name. ``.deleted`` files are removed.
 """
 
 from __future__ import annotations
@@ -14,21 +20,26 @@ import logging
 import re
 from pathlib import Path
 
+from samsa.storage.checkpoint import fsync_dir
 from samsa.storage.index import IndexCorruptError
 from samsa.storage.log import Clock, Log, wall_clock_ms
 from samsa.storage.log_config import LogConfig
 from samsa.storage.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
+    segment_file_name,
 )
 
 log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(.*)$")
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap")
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX)
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, ".txnindex")
 
 
 def load_log(
@@ -43,8 +54,8 @@ def load_log(
 ) -> Log:
     """Open (creating if needed) the log in ``directory``, recovering it if it crashed."""
     directory.mkdir(parents=True, exist_ok=True)
-    bases = _clean_and_list(directory)
     now = clock()
+    bases = _clean_and_list(directory, config, now)
     segments = [LogSegment(directory, base, config, created_ms=now) for base in bases]
     if not segments:
         segments = [LogSegment(directory, log_start_offset, config, created_ms=now)]
@@ -97,24 +108,66 @@ def _first_unflushed(segments: list[LogSegment], recovery_point: int) -> int:
     return first
 
 
-def _clean_and_list(directory: Path) -> list[int]:
-    """Remove leftovers of interrupted deletions and orphan indexes; return segment bases."""
+def _clean_and_list(directory: Path, config: LogConfig, now: int) -> list[int]:
+    """Remove leftovers and orphan indexes, complete interrupted swaps; return segment bases."""
     logs: set[int] = set()
+    swaps: set[int] = set()
     others: list[tuple[int, Path]] = []
     for path in directory.iterdir():
         if path.name.endswith(_LEFTOVER_SUFFIXES):
             path.unlink(missing_ok=True)
             continue
         match = _SEGMENT_FILE.match(path.name)
-        if match is None or match.group(3):
+        if match is None:
             continue
-        base = int(match.group(1))
-        if match.group(2) == LOG_SUFFIX:
+        base, kind, suffix = int(match.group(1)), match.group(2), match.group(3)
+        if suffix == SWAP_SUFFIX:
+            if kind == LOG_SUFFIX:
+                swaps.add(base)
+            continue
+        if suffix:
+            continue
+        if kind == LOG_SUFFIX:
             logs.add(base)
-        elif match.group(2) in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        elif kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             others.append((base, path))
+    for base in sorted(swaps):
+        _complete_swap(directory, config, now, base, logs)
+    for path in directory.glob(f"*{SWAP_SUFFIX}"):
+        log.info("removing orphan swap file %s", path)  # indexes whose .log.swap is gone
+        path.unlink(missing_ok=True)
+    if swaps:
+        fsync_dir(directory)
     for base, path in others:
         if base not in logs:
             log.info("removing orphan index %s", path)
             path.unlink(missing_ok=True)
     return sorted(logs)
+
+
+def _complete_swap(directory: Path, config: LogConfig, now: int, base: int, logs: set[int]) -> None:
+    """Let the ``.swap`` segment at ``base`` replace the segments it covers (updates ``logs``).
+
+    It covers the segments based in ``[base, its next offset)`` — at least the one
+    named like it, even when the cleaner emptied it. A swap segment that fails
+    recovery (it was fsynced before being named ``.swap``, so only a damaged disk
+    does this) is dropped if the segment it would replace is still there.
+    """
+    swap = LogSegment(directory, base, config, created_ms=now, suffix=SWAP_SUFFIX)
+    truncated = swap.recover()
+    if truncated and base in logs:
+        log.warning("dropping damaged cleaner output %s; keeping the segments", swap.log_path)
+        swap.delete_files()
+        return
+    if truncated:
+        log.warning("cut %d damaged bytes from cleaner output %s, whose old segments are gone",
+                    truncated, swap.log_path)  # fmt: skip
+    covered_end = max(swap.read_next_offset(), base + 1)
+    for old in sorted(b for b in logs if base <= b < covered_end):
+        for suffix in _SEGMENT_SUFFIXES:
+            (directory / segment_file_name(old, suffix)).unlink(missing_ok=True)
+        logs.discard(old)
+    swap.rename_suffix(SWAP_SUFFIX, "")
+    swap.close()
+    logs.add(base)
+    log.info("completed the swap of cleaned segment %s", swap.log_path)

@@ -1,17 +1,20 @@
 """Every partition log of a broker, across its ``log.dirs``, and their background work.
 
-Each data directory holds ``<topic>-<partition>/`` log directories and three
-files of its own: ``recovery-point-offset-checkpoint``,
-``log-start-offset-checkpoint`` and, only while the broker is stopped cleanly,
+Each data directory holds ``<topic>-<partition>/`` log directories and files
+of its own: ``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint``, ``cleaner-offset-checkpoint`` (the first dirty
+offset of each compacted log) and, only while the broker is stopped cleanly,
 ``.kafka_cleanshutdown``. A ``.lock`` file held with ``flock`` keeps a second
 process off the directory.
 
 Background work runs as asyncio tasks on the owner's loop — retention every
 ``log.retention.check.interval.ms``, flushes by ``flush.ms`` every
 ``log.flush.scheduler.interval.ms``, checkpoints every minute, removal of
-``.deleted`` files after ``file.delete.delay.ms`` — and every blocking disk call
-they make (fsync, unlink of big files, checkpoint writes) runs on a worker
-thread so the loop never waits on the disk.
+``.deleted`` files after ``file.delete.delay.ms``, and the log cleaner, which
+cleans the dirtiest compacted log, then the next, and sleeps
+``log.cleaner.backoff.ms`` when none is dirty enough — and every blocking disk
+call they make (fsync, unlink of big files, checkpoint writes, the cleaning
+itself) runs on a worker thread so the loop never waits on the disk.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import itertools
 import logging
 import os
 import shutil
+import threading
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -35,6 +40,12 @@ from samsa.storage.checkpoint import (
     write_atomically,
     write_offset_checkpoint,
 )
+from samsa.storage.cleaner import (
+    CleanResult,
+    LogCleaner,
+    effective_first_dirty_offset,
+    measure_dirty,
+)
 from samsa.storage.log import Clock, Log, wall_clock_ms
 from samsa.storage.log_config import LogConfig
 from samsa.storage.log_loader import load_log
@@ -45,6 +56,7 @@ log = logging.getLogger(__name__)
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
@@ -64,7 +76,7 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
 
 
 class LogManager:
-    """Creates, loads, finds and deletes partition logs; runs retention, flush, checkpoints."""
+    """Creates, loads, finds and deletes partition logs; runs retention, flush, cleaning."""
 
     def __init__(
         self,
@@ -74,6 +86,9 @@ class LogManager:
         retention_check_interval_ms: int = 300_000,
         flush_scheduler_interval_ms: int = LONG_MAX,
         checkpoint_interval_ms: int = 60_000,
+        cleaner_enabled: bool = True,
+        cleaner_backoff_ms: int = 15_000,
+        cleaner_dedupe_buffer_size: int = 134_217_728,
         clock: Clock = wall_clock_ms,
     ) -> None:
         if not log_dirs:
@@ -83,7 +98,17 @@ class LogManager:
         self.retention_check_interval_ms = retention_check_interval_ms
         self.flush_scheduler_interval_ms = flush_scheduler_interval_ms
         self.checkpoint_interval_ms = checkpoint_interval_ms
+        self.cleaner_enabled = cleaner_enabled
+        self.cleaner_backoff_ms = cleaner_backoff_ms
+        self.cleaner = LogCleaner(cleaner_dedupe_buffer_size)
         self.clock = clock
+        self._cleaner_offsets: dict[TopicPartition, int] = {}
+        self._uncleanable: set[TopicPartition] = set()
+        self._delete_horizons: dict[TopicPartition, int] = {}
+        self._cleaning = asyncio.Lock()
+        self._cleaner_checkpoint_lock = threading.Lock()
+        self._cleaner_checkpoint_versions = itertools.count(1)
+        self._cleaner_checkpoint_written: dict[Path, int] = {}
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
@@ -120,6 +145,7 @@ class LogManager:
         self.had_clean_shutdown[directory] = clean
         recovery_points = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
         start_offsets = read_offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
+        cleaner_offsets = read_offset_checkpoint(directory / CLEANER_OFFSET_CHECKPOINT)
         for child in sorted(directory.iterdir()):
             if not child.is_dir():
                 continue
@@ -143,6 +169,8 @@ class LogManager:
                 clock=self.clock,
             )
             self._register(tp, loaded, directory)
+            if tp in cleaner_offsets:
+                self._cleaner_offsets[tp] = cleaner_offsets[tp]
         if marker.exists():
             # From here on a crash must be detected: the marker returns at clean shutdown.
             marker.unlink()
@@ -156,6 +184,14 @@ class LogManager:
 
     def _register(self, tp: TopicPartition, partition_log: Log, directory: Path) -> None:
         partition_log.on_roll = self._on_roll
+
+        def on_truncate(_: Log, offset: int) -> None:
+            # Offsets at and above a truncation point hold new records: dirty again.
+            first_dirty = self._cleaner_offsets.get(tp)
+            if first_dirty is not None and first_dirty > offset:
+                self._cleaner_offsets[tp] = offset
+
+        partition_log.on_truncate = on_truncate
         self._logs[tp] = partition_log
         self._dir_of[tp] = directory
 
@@ -202,6 +238,10 @@ class LogManager:
         os.replace(partition_log.directory, doomed)
         fsync_dir(directory)
         self._spawn(asyncio.to_thread(shutil.rmtree, doomed, True))
+        self._uncleanable.discard(tp)
+        self._delete_horizons.pop(tp, None)
+        if self._cleaner_offsets.pop(tp, None) is not None:
+            self._spawn(asyncio.to_thread(self._cleaner_checkpoint_writer(directory)))
 
     # -- durability ---------------------------------------------------------------
     async def flush_log(self, partition_log: Log, up_to: int | None = None) -> None:
@@ -221,7 +261,7 @@ class LogManager:
         self._spawn(self.flush_log(partition_log, new_base_offset))
 
     def checkpoint(self) -> None:
-        """Write recovery points and log start offsets of every data directory (blocking)."""
+        """Write recovery points, log start and cleaner offsets of every data dir (blocking)."""
         for directory in self.log_dirs:
             mine = {tp: lg for tp, lg in self._logs.items() if self._dir_of[tp] == directory}
             write_offset_checkpoint(
@@ -232,9 +272,137 @@ class LogManager:
                 directory / LOG_START_OFFSET_CHECKPOINT,
                 {tp: lg.log_start_offset for tp, lg in mine.items()},
             )
+            self._cleaner_checkpoint_writer(directory)()
+
+    def _cleaner_checkpoint_writer(self, directory: Path) -> Callable[[], None]:
+        """A blocking writer of ``directory``'s cleaner checkpoint as it is now.
+
+        The entries are taken now, on the caller's thread; writers that run late
+        skip if a newer snapshot of the same directory was already written.
+        """
+        version = next(self._cleaner_checkpoint_versions)
+        entries = {
+            tp: offset
+            for tp, offset in list(self._cleaner_offsets.items())
+            if self._dir_of.get(tp) == directory
+        }
+
+        def write() -> None:
+            with self._cleaner_checkpoint_lock:
+                if self._cleaner_checkpoint_written.get(directory, 0) > version:
+                    return
+                write_offset_checkpoint(directory / CLEANER_OFFSET_CHECKPOINT, entries)
+                self._cleaner_checkpoint_written[directory] = version
+
+        return write
 
     async def checkpoint_async(self) -> None:
         await asyncio.to_thread(self.checkpoint)
+
+    # -- compaction -------------------------------------------------------------------
+    def cleaner_first_dirty_offset(self, tp: TopicPartition) -> int | None:
+        """Where ``tp``'s dirty section starts (None: not cleaned yet, or no such log)."""
+        partition_log = self._logs.get(tp)
+        if partition_log is None:
+            return None
+        if tp not in self._cleaner_offsets:
+            return None
+        return effective_first_dirty_offset(partition_log, self._cleaner_offsets[tp])
+
+    async def clean_log(self, tp: TopicPartition) -> CleanResult | None:
+        """Clean ``tp`` now, whatever its dirty ratio (tests, benchmarks, tools).
+
+        Even with nothing dirty the cleanable segments are copied again (expired
+        tombstones go). Returns None if ``tp`` is not a compacted log or has no
+        cleanable segment.
+        """
+        partition_log = self._logs.get(tp)
+        if partition_log is None or not partition_log.config.compact:
+            return None
+        async with self._cleaning:
+            return await self._clean(tp, partition_log, force=True)
+
+    async def clean_once(self) -> TopicPartition | None:
+        """Clean the dirtiest cleanable compacted log; return it, or None if none is.
+
+        Cleanable: its dirty ratio reaches ``min.cleanable.dirty.ratio`` or its
+        oldest dirty record is older than ``max.compaction.lag.ms``. When no log
+        is, one whose kept tombstones' delete horizon has passed is cleaned to
+        drop them (the horizons are known from the passes since start-up). A log
+        whose pass failed is skipped until restart (Kafka marks it uncleanable).
+        """
+        async with self._cleaning:
+            best: tuple[float, TopicPartition, Log] | None = None
+            expired: tuple[int, TopicPartition, Log] | None = None
+            for tp, partition_log in self._logs.items():
+                config = partition_log.config
+                if not config.compact or tp in self._uncleanable:
+                    continue
+                horizon = self._delete_horizons.get(tp)
+                if (
+                    horizon is not None
+                    and horizon <= partition_log.clock()
+                    and (expired is None or horizon < expired[0])
+                ):
+                    expired = (horizon, tp, partition_log)
+                first_dirty = effective_first_dirty_offset(
+                    partition_log, self._cleaner_offsets.get(tp)
+                )
+                dirtiness = measure_dirty(partition_log, first_dirty, partition_log.clock())
+                if not dirtiness.is_cleanable(config.min_cleanable_dirty_ratio):
+                    continue
+                if best is None or dirtiness.dirty_ratio > best[0]:
+                    best = (dirtiness.dirty_ratio, tp, partition_log)
+            if best is not None:
+                _, tp, partition_log = best
+            elif expired is not None:
+                _, tp, partition_log = expired
+            else:
+                return None
+            try:
+                result = await self._clean(tp, partition_log, force=best is None)
+            except Exception:
+                if self._logs.get(tp) is not partition_log:
+                    return None  # deleted or closed under the pass: nothing to mark
+                self._uncleanable.add(tp)
+                log.exception("cleaning %s failed; it will not be cleaned again until restart", tp)
+                return None
+            if result is None and best is None:
+                self._delete_horizons.pop(tp, None)  # nothing to clean after all: stop asking
+            if result is None or result.next_dirty_offset <= result.first_dirty_offset:
+                return None  # no progress: back off rather than spin
+            return tp
+
+    async def _clean(
+        self, tp: TopicPartition, partition_log: Log, *, force: bool = False
+    ) -> CleanResult | None:
+        result = await self.cleaner.clean(
+            partition_log,
+            self._cleaner_offsets.get(tp),
+            force=force,
+            still_current=lambda: self._logs.get(tp) is partition_log,
+        )
+        directory = self._dir_of.get(tp)
+        if result is None or directory is None:
+            return result
+        if result.earliest_delete_horizon is None:
+            self._delete_horizons.pop(tp, None)
+        else:
+            self._delete_horizons[tp] = result.earliest_delete_horizon
+        self._cleaner_offsets[tp] = result.next_dirty_offset
+        await asyncio.to_thread(self._cleaner_checkpoint_writer(directory))
+        return result
+
+    async def _run_cleaner(self) -> None:
+        """Kafka's cleaner thread: clean while some log is dirty enough, else back off."""
+        while True:
+            try:
+                cleaned = await self.clean_once()
+            except Exception:
+                # A failing pass must not end the cleaner; it backs off and retries.
+                log.exception("log cleaner pass failed")
+                cleaned = None
+            await asyncio.sleep(0 if cleaned is not None else self.cleaner_backoff_ms / 1000)
 
     # -- retention ------------------------------------------------------------------
     async def cleanup_logs(self) -> int:
@@ -250,12 +418,14 @@ class LogManager:
 
     # -- background tasks ---------------------------------------------------------------
     def start_background_tasks(self) -> None:
-        """Start retention, flush and checkpoint loops on the running event loop."""
+        """Start retention, flush, checkpoint and cleaner loops on the running event loop."""
         self._periodic(self.retention_check_interval_ms, self.cleanup_logs)
         self._periodic(self.checkpoint_interval_ms, self.checkpoint_async)
         self._periodic(min(self.checkpoint_interval_ms, 10_000), self._purge_due)
         if self.flush_scheduler_interval_ms < LONG_MAX:
             self._periodic(self.flush_scheduler_interval_ms, self._flush_due)
+        if self.cleaner_enabled:
+            self._spawn(self._run_cleaner())
 
     async def _purge_due(self) -> None:
         doomed = [seg for lg in self._logs.values() for seg in lg.take_purgeable_segments()]
@@ -315,4 +485,5 @@ class LogManager:
         self._locks.clear()
         self._logs.clear()
         self._dir_of.clear()
+        self._cleaner_offsets.clear()
         self._started = False

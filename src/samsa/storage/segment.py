@@ -40,6 +40,10 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+"""The log cleaner's output while it is being written (removed at load)."""
+SWAP_SUFFIX = ".swap"
+"""Cleaned output ready to replace the segments it covers (the swap completes at load)."""
 
 _SCAN_HEADER = struct.Struct(">qi")  # baseOffset, batchLength
 _I32 = struct.Struct(">i")
@@ -228,8 +232,12 @@ class LogSegment:
             self._max_timestamp = max_timestamp
             self._offset_of_max_timestamp = last_offset
         if self._bytes_since_last_index_entry > self.config.index_interval_bytes:
-            self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            # An active segment rolls before its indexes fill; a cleaned or recovered one
+            # may not fit them all, and a sparser index only means a longer scan.
+            if not self.offset_index.is_full:
+                self.offset_index.append(last_offset, position)
+            if not self.time_index.is_full:
+                self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
 
@@ -298,6 +306,14 @@ class LogSegment:
         adjusted = max(max_size, batch.size) if min_one_message else max_size
         length = min(limit - batch.position, adjusted)
         return FetchData(metadata, FileRegion(self._fd, batch.position, length))
+
+    def open_reader(self) -> int:
+        """A duplicate of the ``.log`` file's descriptor, for a reader on another thread.
+
+        The caller owns and closes it; it stays valid whatever happens to this
+        segment meanwhile (rename, deletion, close).
+        """
+        return os.dup(self._fd)
 
     def read_all(self) -> bytes:
         """The whole ``.log`` file (tests, the cleaner and tools)."""
