@@ -258,13 +258,22 @@ def test_trailing_garbage_after_the_last_record_raises_corrupt_record() -> None:
         read_all(buf)
 
 
-@pytest.mark.parametrize("last_offset_delta", [1, 5])
-def test_last_offset_delta_disagreeing_with_the_records_raises_corrupt_record(
+@pytest.mark.parametrize("last_offset_delta", [0, 1])
+def test_last_offset_delta_below_the_last_record_raises_corrupt_record(
     last_offset_delta: int,
 ) -> None:
     buf = with_header_field(valid_batch(), LAST_OFFSET_DELTA_POS, ">i", last_offset_delta)
     with pytest.raises(CorruptRecordError):
         read_all(buf)
+
+
+@pytest.mark.parametrize("last_offset_delta", [3, 5])
+def test_last_offset_delta_beyond_the_last_record_is_a_compacted_batch(
+    last_offset_delta: int,
+) -> None:
+    # Compaction drops a batch's last records but keeps its last offset delta (Kafka does too).
+    buf = with_header_field(valid_batch(), LAST_OFFSET_DELTA_POS, ">i", last_offset_delta)
+    assert [r.offset for r in read_all(buf)] == [0, 1, 2]
 
 
 @pytest.mark.parametrize(
