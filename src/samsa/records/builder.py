@@ -54,6 +54,7 @@ class RecordBatchBuilder:
         is_control: bool = False,
         timestamp_type: TimestampType = TimestampType.CREATE_TIME,
         delete_horizon_ms: int | None = None,
+        last_offset_delta: int | None = None,
     ) -> None:
         self.compression = compression
         self.base_offset = base_offset
@@ -65,6 +66,8 @@ class RecordBatchBuilder:
         self.is_control = is_control
         self.timestamp_type = timestamp_type
         self.delete_horizon_ms = delete_horizon_ms
+        # Compaction keeps a rewritten batch's last offset (Kafka's overrideLastOffset).
+        self.last_offset_delta = last_offset_delta
         self._records: list[tuple[int, int, bytes | None, bytes | None, Sequence[Header]]] = []
         self._next_delta = 0
         self._uncompressed_size = HEADER_SIZE
@@ -125,6 +128,13 @@ class RecordBatchBuilder:
         if self.delete_horizon_ms is not None:
             attributes |= DELETE_HORIZON_BIT
         last_offset_delta = records[-1][0] if records else 0
+        if self.last_offset_delta is not None:
+            if self.last_offset_delta < last_offset_delta:
+                raise ValueError(
+                    f"last offset delta {self.last_offset_delta} is below the last record's "
+                    f"{last_offset_delta}"
+                )
+            last_offset_delta = self.last_offset_delta
         buf = bytearray(HEADER_SIZE + len(body))
         HEADER_STRUCT.pack_into(
             buf,

@@ -53,12 +53,9 @@ What a pass keeps — offsets never change, gaps appear:
   as a header-only batch of 0 records with its original offsets and sequence,
   as Kafka keeps it, so an idempotent producer's state still rebuilds from the
   log;
-- deviation: Kafka keeps a rewritten batch's last offset delta even when its
-  last record goes, but samsa's record reader (``samsa.records.reader``)
-  requires the last record's delta to equal the header's, so a rewritten batch
-  ends at its last kept record. Where that loses the producer's last sequence
-  (the producer's last batch lost its tail), an empty batch at the original
-  last offset carrying that sequence follows the rewrite;
+- a rewritten batch keeps its original last offset delta even when its last
+  records go (as Kafka's cleaner does), so the batch still ends where the
+  producer's sequence says it ends;
 - a batch from which nothing is removed is copied byte for byte.
 
 Memory: the key map holds at most ``log.cleaner.dedupe.buffer.size //``
@@ -669,13 +666,7 @@ def _filter_batch(
     if not removed:
         return batch.buffer
     retained = [r for r, kept in zip(iter_records(batch), keep, strict=True) if kept]
-    rebuilt = _rebuild(batch, retained, horizon)
-    if producers_last and retained[-1].offset < batch.last_offset:
-        # The rewrite ends at its last record; an empty batch at the original last
-        # offset keeps the producer's last sequence (and the batch's end) in the log.
-        last_sequence = batch.last_sequence if batch.base_sequence >= 0 else batch.base_sequence
-        rebuilt += _header_only_batch(batch, batch.last_offset, 0, last_sequence)
-    return rebuilt
+    return _rebuild(batch, retained, horizon)
 
 
 def _keep(  # noqa: PLR0917 (a hot per-record helper: positional on purpose)
@@ -743,6 +734,7 @@ def _rebuild(batch: RecordBatchView, records: list[Record], delete_horizon_ms: i
         base_sequence=batch.base_sequence,
         timestamp_type=batch.timestamp_type,
         delete_horizon_ms=delete_horizon_ms,
+        last_offset_delta=batch.last_offset_delta,
     )
     base = batch.base_offset
     for record in records:
