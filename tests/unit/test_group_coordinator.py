@@ -37,6 +37,7 @@ from samsa.coordinator.group.group import (
 )
 from samsa.coordinator.group.records import OffsetValue
 from samsa.records import iter_records, read_batch
+from samsa.records.control import ControlRecordType, build_end_transaction_batch
 from samsa.storage import Log, LogConfig
 from samsa.storage.log_loader import load_log
 from samsa.storage.validator import AppendOrigin
@@ -457,3 +458,57 @@ def test_many_members_form_one_generation(tmp_path: Path, count: int) -> None:
 
 def test_offsets_topic_name() -> None:
     assert OFFSETS_TOPIC == "__consumer_offsets"
+
+
+# -- transactional offset commits --------------------------------------------------------
+
+
+def _write_marker(h: Harness, group: str, producer_id: int, commit: bool) -> None:
+    kind = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+    batch = build_end_transaction_batch(
+        kind, producer_id=producer_id, producer_epoch=0, coordinator_epoch=0
+    )
+    tp = h.coordinator.partition_of(group)
+    h.log_for(tp).append_as_leader(bytearray(batch), origin=AppendOrigin.COORDINATOR)
+    h.coordinator.on_txn_marker(tp, producer_id, commit)
+
+
+def test_transactional_offsets_are_visible_only_after_commit(tmp_path: Path) -> None:
+    tp = TopicPartition("t", 0)
+
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        await c.commit("g", {tp: OffsetValue(1, -1, "", 0)})
+        await c.commit_transactional("g", 77, 0, {tp: OffsetValue(10, -1, "", 0)})
+        assert c.committed("g")[tp].offset == 1  # type: ignore[union-attr]
+        assert c.has_pending_transactional("g", tp)
+        # Open at a restart: still pending after reloading.
+        assert h.reload().has_pending_transactional("g", tp)
+        _write_marker(h, "g", 77, commit=True)
+        assert c.committed("g")[tp].offset == 10  # type: ignore[union-attr]
+        assert not c.has_pending_transactional("g", tp)
+        await c.commit_transactional("g", 78, 0, {tp: OffsetValue(20, -1, "", 0)})
+        _write_marker(h, "g", 78, commit=False)
+        assert c.committed("g")[tp].offset == 10  # type: ignore[union-attr]
+        reloaded = h.reload()
+        assert reloaded.committed("g")[tp].offset == 10  # type: ignore[union-attr]
+        assert not reloaded.has_pending_transactional("g", tp)
+
+    run(scenario, tmp_path)
+
+
+def test_marker_on_another_offsets_partition_leaves_pending_alone(tmp_path: Path) -> None:
+    tp = TopicPartition("t", 0)
+
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        other = next(
+            g for g in (f"g{i}" for i in range(100)) if c.partition_of(g) != c.partition_of("g")
+        )
+        await c.commit_transactional("g", 5, 0, {tp: OffsetValue(3, -1, "", 0)})
+        c.on_txn_marker(c.partition_of(other), 5, True)
+        assert c.has_pending_transactional("g", tp)
+        c.on_txn_marker(TopicPartition("plain-topic", 0), 5, True)
+        assert c.has_pending_transactional("g", tp)
+
+    run(scenario, tmp_path)

@@ -26,6 +26,7 @@ from samsa.coordinator.group.group import (
     NONE,
     OFFSET_METADATA_TOO_LARGE,
     UNKNOWN_TOPIC_OR_PARTITION,
+    UNSTABLE_OFFSET_COMMIT,
 )
 from samsa.coordinator.group.records import OffsetValue
 from samsa.protocol.codec import RequestHeader
@@ -202,7 +203,7 @@ def register(broker: Broker) -> None:
             await coordinator.commit(group, accepted)
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    def fetch_group(group: str, topics: Any) -> dict[str, Any]:
+    def fetch_group(group: str, topics: Any, require_stable: bool) -> dict[str, Any]:
         if topics is None:
             found = coordinator.committed(group)
         else:
@@ -215,7 +216,9 @@ def register(broker: Broker) -> None:
                 "committed_offset": -1 if value is None else value.offset,
                 "committed_leader_epoch": -1 if value is None else value.leader_epoch,
                 "metadata": "" if value is None else value.metadata,
-                "error_code": 0,
+                "error_code": UNSTABLE_OFFSET_COMMIT
+                if require_stable and coordinator.has_pending_transactional(group, tp)
+                else NONE,
             })  # fmt: skip
         return {
             "group_id": group,
@@ -224,10 +227,11 @@ def register(broker: Broker) -> None:
         }
 
     async def offset_fetch(header: RequestHeader, body: Any) -> Any:
+        stable = getattr(body, "require_stable", False)
         if header.api_version >= 8:
-            groups = [fetch_group(g.group_id, g.topics) for g in body.groups]
+            groups = [fetch_group(g.group_id, g.topics, stable) for g in body.groups]
             return respond(header, {"throttle_time": 0, "groups": groups})
-        answer = fetch_group(body.group_id, body.topics)
+        answer = fetch_group(body.group_id, body.topics, stable)
         answer.pop("group_id")
         return respond(header, {"throttle_time": 0, **answer})
 

@@ -71,6 +71,7 @@ from samsa.coordinator.group.records import (
 )
 from samsa.errors import CorruptRecordError, KafkaError
 from samsa.records import RecordBatchBuilder, iter_records, read_batch
+from samsa.records.control import parse_end_transaction_marker
 from samsa.storage import Log
 from samsa.types import TopicPartition
 
@@ -145,6 +146,8 @@ class GroupCoordinator:
         self._clock = clock
         self._groups: dict[str, Group] = {}
         self._offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        # Offsets committed inside open transactions: producer id → group → offsets.
+        self._pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetValue]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._expiry_task: asyncio.Task[None] | None = None
 
@@ -156,25 +159,22 @@ class GroupCoordinator:
         """Rebuild groups and offsets from the offsets topic (latest record per key wins)."""
         metadata: dict[str, GroupMetadataValue | None] = {}
         for partition_log in logs:
-            for key, value in _key_values(partition_log):
-                try:
-                    if key_version(key) == GROUP_METADATA_KEY_VERSION:
-                        group_id = decode_group_metadata_key(key)
-                        metadata[group_id] = (
-                            None if value is None else decode_group_metadata_value(value)
-                        )
-                        continue
-                    offset_key = decode_offset_key(key)
-                    tp = TopicPartition(offset_key.topic, offset_key.partition)
-                    if value is None:
-                        self._offsets.get(offset_key.group, {}).pop(tp, None)
-                    else:
-                        self._offsets.setdefault(offset_key.group, {})[tp] = decode_offset_value(
-                            value
-                        )
-                except KafkaError as exc:
-                    # One unreadable record must not hide every other group's state.
-                    log.warning("skipping an unreadable %s record: %s", OFFSETS_TOPIC, exc)
+            # Transactional offset commits wait for their producer's marker in this partition.
+            pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
+            for entry in _entries(partition_log):
+                if isinstance(entry, _Marker):
+                    records = pending.pop(entry.producer_id, [])
+                    for key, value in records if entry.commit else []:
+                        self._load_record(key, value, metadata)
+                    continue
+                if entry.producer_id is not None:
+                    pending.setdefault(entry.producer_id, []).append((entry.key, entry.value))
+                    continue
+                self._load_record(entry.key, entry.value, metadata)
+            for producer_id, records in pending.items():
+                # Still open at start-up: the transaction coordinator will end it.
+                for key, value in records:
+                    self._load_pending(producer_id, key, value)
         for group_id, stored in metadata.items():
             if stored is not None:
                 self._groups[group_id] = self._restore(group_id, stored)
@@ -189,6 +189,35 @@ class GroupCoordinator:
                 len(self._groups),
                 len(self._offsets),
             )
+
+    def _load_record(
+        self, key: bytes, value: bytes | None, metadata: dict[str, GroupMetadataValue | None]
+    ) -> None:
+        try:
+            if key_version(key) == GROUP_METADATA_KEY_VERSION:
+                group_id = decode_group_metadata_key(key)
+                metadata[group_id] = None if value is None else decode_group_metadata_value(value)
+                return
+            offset_key = decode_offset_key(key)
+            tp = TopicPartition(offset_key.topic, offset_key.partition)
+            if value is None:
+                self._offsets.get(offset_key.group, {}).pop(tp, None)
+            else:
+                self._offsets.setdefault(offset_key.group, {})[tp] = decode_offset_value(value)
+        except KafkaError as exc:
+            # One unreadable record must not hide every other group's state.
+            log.warning("skipping an unreadable %s record: %s", OFFSETS_TOPIC, exc)
+
+    def _load_pending(self, producer_id: int, key: bytes, value: bytes | None) -> None:
+        try:
+            offset_key = decode_offset_key(key)
+            if value is not None:
+                tp = TopicPartition(offset_key.topic, offset_key.partition)
+                self._pending_txn.setdefault(producer_id, {}).setdefault(offset_key.group, {})[
+                    tp
+                ] = decode_offset_value(value)
+        except KafkaError as exc:
+            log.warning("skipping an unreadable transactional %s record: %s", OFFSETS_TOPIC, exc)
 
     def _restore(self, group_id: str, value: GroupMetadataValue) -> Group:
         group = Group(
@@ -720,6 +749,49 @@ class GroupCoordinator:
             return dict(stored)
         return {tp: stored.get(tp) for tp in partitions}
 
+    async def commit_transactional(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        offsets: Mapping[TopicPartition, OffsetValue],
+    ) -> None:
+        """TxnOffsetCommit: append as the producer's transactional batch; visible on commit."""
+        if not offsets:
+            return
+        builder = RecordBatchBuilder(
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=0,
+            is_transactional=True,
+        )
+        now = self._clock()
+        for tp, value in offsets.items():
+            key = OffsetKey(group_id, tp.topic, tp.partition)
+            builder.append(encode_offset_value(value), key=encode_offset_key(key), timestamp=now)
+        await self._append(self.partition_of(group_id), builder.build())
+        self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(offsets)
+
+    def on_txn_marker(self, tp: TopicPartition, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker reached an offsets partition: publish or drop the pending."""
+        if tp.topic != OFFSETS_TOPIC:
+            return
+        by_group = self._pending_txn.get(producer_id)
+        if not by_group:
+            return
+        for group_id in [g for g in by_group if self.partition_of(g) == tp]:
+            offsets = by_group.pop(group_id)
+            if commit:
+                if group_id not in self._groups:
+                    self._groups[group_id] = Group(group_id, state_timestamp=self._clock())
+                self._offsets.setdefault(group_id, {}).update(offsets)
+        if not by_group:
+            del self._pending_txn[producer_id]
+
+    def has_pending_transactional(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether an open transaction holds an offset for ``tp`` (UNSTABLE_OFFSET_COMMIT)."""
+        return any(tp in groups.get(group_id, {}) for groups in self._pending_txn.values())
+
     async def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[int, dict[TopicPartition, int]]:
@@ -917,8 +989,21 @@ class GroupCoordinator:
         await self._append(self.partition_of(group.group_id), builder.build())
 
 
-def _key_values(partition_log: Log) -> Iterable[tuple[bytes, bytes | None]]:
-    """Every (key, value) of a log, batch by batch, from its start to its end."""
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    key: bytes
+    value: bytes | None
+    producer_id: int | None  # set for records of a transactional batch
+
+
+@dataclass(frozen=True, slots=True)
+class _Marker:
+    producer_id: int
+    commit: bool
+
+
+def _entries(partition_log: Log) -> Iterable[_Entry | _Marker]:
+    """Every keyed record and transaction marker of a log, from its start to its end."""
     offset = partition_log.log_start_offset
     max_bytes = 1 << 20
     while offset < partition_log.log_end_offset:
@@ -929,10 +1014,18 @@ def _key_values(partition_log: Log) -> Iterable[tuple[bytes, bytes | None]]:
             if position + size > len(data):
                 break
             batch = read_batch(data, position)
-            if not batch.is_control:
+            if batch.is_control:
+                for record in iter_records(batch):
+                    try:
+                        marker = parse_end_transaction_marker(record)
+                    except CorruptRecordError:
+                        continue  # another kind of control record
+                    yield _Marker(batch.producer_id, marker.committed)
+            else:
+                producer = batch.producer_id if batch.is_transactional else None
                 for record in iter_records(batch):
                     if record.key is not None:
-                        yield record.key, record.value
+                        yield _Entry(record.key, record.value, producer)
             offset = max(offset, batch.next_offset)
             position += size
             progressed = True
