@@ -1,0 +1,710 @@
+"""The transaction coordinator: producer ids and epochs of transactional ids, and their
+transactions from the first AddPartitionsToTxn to the last marker.
+
+Kafka's protocol, transaction version 1 (the epoch is bumped by InitProducerId and
+by fencing, not by every EndTxn). Every transition is written to the compacted
+``__transaction_state`` topic (:mod:`samsa.coordinator.transaction.records`, Kafka's
+format) before the cache changes; a transactional id's partition is
+``abs(hash(id)) % transaction.state.log.num.partitions``, Java's hash. While a
+transition is being written the id refuses others with CONCURRENT_TRANSACTIONS.
+
+Ending a transaction: Ongoing → PrepareCommit/PrepareAbort (written), then a
+COMMIT/ABORT marker to every partition of the transaction through ``write_marker``
+(retried until it lands), then CompleteCommit/CompleteAbort (written). Kafka answers
+EndTxn once the Prepare record is durable and writes the markers behind the
+answer; here EndTxn also waits for the markers and the Complete record, so a
+client that sees its commit succeed can read the data at once and its next
+AddPartitionsToTxn is not refused while markers are in flight. The outcome is
+fixed by the Prepare record either way: a crash before Complete is finished by
+:meth:`TransactionCoordinator.start` after the next load.
+
+Deliberate choices, where Kafka leaves room or has more than one node:
+
+* Coordinator epoch: ``COORDINATOR_EPOCH`` (0). One broker leads every
+  ``__transaction_state`` partition and its leader epoch never changes, so the
+  epoch Kafka passes with markers to fence stale coordinators is constant.
+* InitProducerId on an Ongoing transaction fences the producer (PrepareAbort with
+  the epoch bumped), waits for the abort to complete and then bumps the epoch
+  again and answers — Kafka answers CONCURRENT_TRANSACTIONS and lets the client
+  retry into that second bump; the epochs handed out are the same.
+* A marker that fails with UNKNOWN_TOPIC_OR_PARTITION (the topic was deleted),
+  UNSUPPORTED_VERSION / UNSUPPORTED_FOR_MESSAGE_FORMAT, INVALID_PRODUCER_EPOCH or
+  TRANSACTION_COORDINATOR_FENCED is given up for that partition and logged; Kafka
+  gives up the last two for the whole transaction because another coordinator
+  then owns it, which cannot happen on one node. Other errors are retried.
+* Expired transactional ids (idle past ``transactional.id.expiration.ms`` in
+  Empty or Complete*) are removed with a tombstone, as in Kafka.
+
+Everything runs on the broker's event loop; waiting is event-driven.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from samsa.coordinator.group.records import partition_for
+from samsa.coordinator.transaction.records import (
+    decode_transaction_log_key,
+    decode_transaction_log_value,
+    encode_transaction_log_key,
+    encode_transaction_log_value,
+)
+from samsa.coordinator.transaction.state import (
+    COMPLETED,
+    CONCURRENT_TRANSACTIONS,
+    COORDINATOR_NOT_AVAILABLE,
+    EXPIRABLE,
+    INVALID_PRODUCER_EPOCH,
+    INVALID_PRODUCER_ID_MAPPING,
+    INVALID_REQUEST,
+    INVALID_TRANSACTION_TIMEOUT,
+    INVALID_TXN_STATE,
+    KAFKA_STORAGE_ERROR,
+    MESSAGE_TOO_LARGE,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NONE,
+    NOT_COORDINATOR,
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+    PREPARING,
+    PRODUCER_FENCED,
+    RECORD_LIST_TOO_LARGE,
+    REQUEST_TIMED_OUT,
+    TRANSACTION_ABORTABLE,
+    TRANSACTION_COORDINATOR_FENCED,
+    TRANSACTIONAL_ID_NOT_FOUND,
+    UNKNOWN_SERVER_ERROR,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    UNSUPPORTED_VERSION,
+    TransactionMetadata,
+    TransactionState,
+    Transit,
+    epoch_exhausted,
+)
+from samsa.errors import KafkaError
+from samsa.records import RecordBatchBuilder, iter_records
+from samsa.records.batch import batch_size_at, iter_batches
+from samsa.storage import Log
+from samsa.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+OFFSETS_TOPIC = "__consumer_offsets"
+COORDINATOR_EPOCH = 0
+_MAX_MARKER_BACKOFF_S = 5.0
+
+AppendFn = Callable[[TopicPartition, bytes], Awaitable[Any]]
+# (partition, producer id, producer epoch, commit, coordinator epoch) → Kafka error code
+WriteMarkerFn = Callable[[TopicPartition, int, int, bool, int], Awaitable[int]]
+
+# Append errors as Kafka's TransactionStateManager turns them into coordinator errors.
+_APPEND_ERRORS = {
+    UNKNOWN_TOPIC_OR_PARTITION: COORDINATOR_NOT_AVAILABLE,
+    NOT_ENOUGH_REPLICAS: COORDINATOR_NOT_AVAILABLE,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND: COORDINATOR_NOT_AVAILABLE,
+    REQUEST_TIMED_OUT: COORDINATOR_NOT_AVAILABLE,
+    NOT_LEADER_OR_FOLLOWER: NOT_COORDINATOR,
+    KAFKA_STORAGE_ERROR: NOT_COORDINATOR,
+    MESSAGE_TOO_LARGE: UNKNOWN_SERVER_ERROR,
+    RECORD_LIST_TOO_LARGE: UNKNOWN_SERVER_ERROR,
+}
+# Marker errors after which the partition no longer waits for its marker.
+_MARKER_GIVE_UP = frozenset({
+    UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED,
+})  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionConfig:
+    """The broker's ``transaction.*`` settings the coordinator uses."""
+
+    max_timeout_ms: int = 900_000
+    abort_timed_out_interval_ms: int = 10_000
+    remove_expired_interval_ms: int = 3_600_000
+    transactional_id_expiration_ms: int = 604_800_000
+    offsets_topic_partitions: int = 50  # to find a group's __consumer_offsets partition
+    marker_retry_backoff_ms: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class InitResult:
+    error: int
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    transactional_id: str
+    error: int
+    state: str = ""
+    timeout_ms: int = 0
+    start_timestamp: int = -1
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+class TransactionCoordinator:
+    """Owner of every transactional id's state (one writer: the loop)."""
+
+    def __init__(
+        self,
+        partitions: int,
+        append: AppendFn,
+        clock: Callable[[], int],
+        write_marker: WriteMarkerFn,
+        allocate_producer_id: Callable[[], int],
+        *,
+        config: TransactionConfig | None = None,
+    ) -> None:
+        self.partitions = partitions
+        self.config = config or TransactionConfig()
+        self._append = append
+        self._clock = clock
+        self._write_marker = write_marker
+        self._allocate_producer_id = allocate_producer_id
+        self._txns: dict[str, TransactionMetadata] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._periodic: list[asyncio.Task[None]] = []
+
+    def partition_of(self, transactional_id: str) -> TopicPartition:
+        return TopicPartition(
+            TRANSACTION_STATE_TOPIC, partition_for(transactional_id, self.partitions)
+        )
+
+    def offsets_partition_of(self, group_id: str) -> TopicPartition:
+        return TopicPartition(
+            OFFSETS_TOPIC, partition_for(group_id, self.config.offsets_topic_partitions)
+        )
+
+    # -- lifecycle -------------------------------------------------------------------
+    def load(self, logs: Iterable[Log]) -> None:
+        """Rebuild every transactional id from ``__transaction_state`` (latest record wins)."""
+        for partition_log in logs:
+            for key, value in _key_values(partition_log):
+                try:
+                    transactional_id = decode_transaction_log_key(key)
+                    if value is None:
+                        self._txns.pop(transactional_id, None)
+                        continue
+                    self._txns[transactional_id] = TransactionMetadata.from_log_value(
+                        transactional_id, decode_transaction_log_value(value)
+                    )
+                except KafkaError as exc:
+                    # One unreadable record must not hide every other transactional id.
+                    log.warning(
+                        "skipping an unreadable %s record: %s", TRANSACTION_STATE_TOPIC, exc
+                    )
+        if self._txns:
+            unfinished = sum(1 for t in self._txns.values() if t.state in PREPARING)
+            log.info(
+                "loaded %d transactional ids (%d transactions to complete)",
+                len(self._txns),
+                unfinished,
+            )
+
+    def start(self) -> None:
+        """Complete transactions loaded mid-way and start the timeout and expiry checks."""
+        for txn in self._txns.values():
+            if txn.state in PREPARING:
+                self._start_completion(txn)
+        loop = asyncio.get_running_loop()
+        cfg = self.config
+        self._periodic = [
+            loop.create_task(
+                self._every(cfg.abort_timed_out_interval_ms, self.abort_timed_out_transactions)
+            ),
+            loop.create_task(
+                self._every(cfg.remove_expired_interval_ms, self.expire_transactional_ids)
+            ),
+        ]
+
+    async def shutdown(self, grace_s: float = 5.0) -> None:
+        """Stop the checks; give in-flight completions ``grace_s``, then leave them to the log.
+
+        A transaction cut off between its Prepare record and its Complete record is
+        finished after the next start, from the log.
+        """
+        for task in self._periodic:
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=grace_s)
+        for task in list(self._tasks):
+            task.cancel()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await task
+
+    async def _every(self, interval_ms: int, action: Callable[[], Awaitable[int]]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await action()
+            except Exception:
+                log.exception("transaction coordinator: %s failed", action.__name__)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- InitProducerId ----------------------------------------------------------------
+    async def init_producer_id(
+        self,
+        transactional_id: str,
+        transaction_timeout_ms: int,
+        producer_id: int = NO_PRODUCER_ID,
+        producer_epoch: int = NO_PRODUCER_EPOCH,
+    ) -> InitResult:
+        """A producer id and epoch for ``transactional_id``, fencing earlier producers.
+
+        ``producer_id``/``producer_epoch`` (InitProducerId v3+, KIP-360) name the
+        producer's current ones when it asks for an epoch bump to recover.
+        """
+        if not transactional_id:
+            return InitResult(INVALID_REQUEST)
+        if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
+            return InitResult(INVALID_REQUEST)
+        if not 0 < transaction_timeout_ms <= self.config.max_timeout_ms:
+            return InitResult(INVALID_TRANSACTION_TIMEOUT)
+        expected_epoch = None if producer_id == NO_PRODUCER_ID else producer_epoch
+        txn = self._txns.get(transactional_id)
+        if txn is None:
+            txn = TransactionMetadata(
+                transactional_id,
+                self._allocate_producer_id(),
+                timeout_ms=transaction_timeout_ms,
+                last_update_timestamp=self._clock(),
+            )
+            self._txns[transactional_id] = txn
+        while True:
+            if txn.pending_state is not None:
+                return InitResult(CONCURRENT_TRANSACTIONS)
+            if expected_epoch is not None and not txn.expected_producer_valid(
+                producer_id, expected_epoch
+            ):
+                return InitResult(PRODUCER_FENCED)
+            if txn.state in PREPARING:
+                return InitResult(CONCURRENT_TRANSACTIONS)
+            if txn.state is not TransactionState.ONGOING:
+                break
+            log.info(
+                "transactional id %s: a new producer fences epoch %d and aborts its transaction",
+                transactional_id,
+                txn.producer_epoch,
+            )
+            error = await self._prepare_end(txn, commit=False, fence=True)
+            if error:
+                return InitResult(error)
+            await self._completed(txn)
+            if txn.state not in COMPLETED:
+                return InitResult(CONCURRENT_TRANSACTIONS)  # shutting down; the client retries
+        now = self._clock()
+        transit: Transit | None
+        if epoch_exhausted(txn.producer_epoch) and expected_epoch in (None, txn.producer_epoch):
+            transit = txn.rotate_producer_id(
+                self._allocate_producer_id(),
+                transaction_timeout_ms,
+                expected_epoch is not None,
+                now,
+            )
+        else:
+            transit = txn.bump_epoch(transaction_timeout_ms, expected_epoch, now)
+            if transit is None:
+                return InitResult(PRODUCER_FENCED)
+        error = await self._write(txn, transit)
+        if error:
+            return InitResult(error)
+        log.info(
+            "transactional id %s: producer id %d epoch %d",
+            transactional_id,
+            txn.producer_id,
+            txn.producer_epoch,
+        )
+        return InitResult(NONE, txn.producer_id, txn.producer_epoch)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------
+    def _producer_error(self, txn: TransactionMetadata | None, producer_id: int, epoch: int) -> int:
+        if txn is None or txn.producer_id != producer_id:
+            return INVALID_PRODUCER_ID_MAPPING
+        if txn.producer_epoch != epoch:
+            return PRODUCER_FENCED
+        return NONE
+
+    async def add_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> int:
+        """AddPartitionsToTxn: the partitions join the producer's (possibly new) transaction."""
+        if not transactional_id:
+            return INVALID_REQUEST
+        txn = self._txns.get(transactional_id)
+        error = self._producer_error(txn, producer_id, producer_epoch)
+        if error:
+            return error
+        assert txn is not None
+        if txn.pending_state is not None or txn.state in PREPARING:
+            return CONCURRENT_TRANSACTIONS
+        wanted = frozenset(partitions)
+        if txn.state is TransactionState.ONGOING and wanted <= txn.partitions:
+            return NONE
+        return await self._write(txn, txn.add_partitions(wanted, self._clock()))
+
+    async def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> int:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
+        return await self.add_partitions(
+            transactional_id, producer_id, producer_epoch, [self.offsets_partition_of(group_id)]
+        )
+
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, int]:
+        """AddPartitionsToTxn ``verify_only``: whether each partition is in the transaction.
+
+        Kafka's answers: the producer's errors or CONCURRENT_TRANSACTIONS for every
+        partition, else NONE for a partition in the transaction and
+        TRANSACTION_ABORTABLE for one that is not. Nothing changes.
+        """
+        wanted = list(partitions)
+        txn = self._txns.get(transactional_id)
+        if not transactional_id:
+            error = INVALID_REQUEST
+        else:
+            error = self._producer_error(txn, producer_id, producer_epoch)
+        if not error and txn is not None and txn.state in PREPARING:
+            error = CONCURRENT_TRANSACTIONS
+        if error or txn is None:
+            return dict.fromkeys(wanted, error)
+        return {tp: NONE if tp in txn.partitions else TRANSACTION_ABORTABLE for tp in wanted}
+
+    def check_offset_commit(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
+    ) -> int:
+        """Whether a TxnOffsetCommit may be written: the producer is current and its
+        Ongoing transaction holds the group's offsets partition (AddOffsetsToTxn came
+        first). Kafka checks the epoch against the offsets partition's producer state
+        (INVALID_PRODUCER_EPOCH) and, with verification, the partition's membership
+        (INVALID_TXN_STATE); this answers the same from the coordinator's state.
+        """
+        txn = self._txns.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return INVALID_PRODUCER_ID_MAPPING
+        if txn.producer_epoch != producer_epoch:
+            return INVALID_PRODUCER_EPOCH
+        if txn.state is not TransactionState.ONGOING:
+            return INVALID_TXN_STATE
+        if self.offsets_partition_of(group_id) not in txn.partitions:
+            return INVALID_TXN_STATE
+        return NONE
+
+    # -- EndTxn -----------------------------------------------------------------------
+    async def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> int:
+        """EndTxn: commit or abort the producer's transaction, markers included.
+
+        A retry after the transaction completed the same way answers NONE; one that
+        asks for the other outcome, or for an Empty transaction, INVALID_TXN_STATE.
+        """
+        if not transactional_id:
+            return INVALID_REQUEST
+        txn = self._txns.get(transactional_id)
+        error = self._producer_error(txn, producer_id, producer_epoch)
+        if error:
+            return error
+        assert txn is not None
+        if txn.pending_state is not None:
+            return CONCURRENT_TRANSACTIONS
+        state = txn.state
+        if state is TransactionState.ONGOING:
+            error = await self._prepare_end(txn, commit)
+            if not error:
+                await self._completed(txn)
+            return error
+        if state in COMPLETED:
+            done_commit = state is TransactionState.COMPLETE_COMMIT
+            return NONE if done_commit == commit else INVALID_TXN_STATE
+        if state in PREPARING:
+            preparing_commit = state is TransactionState.PREPARE_COMMIT
+            return CONCURRENT_TRANSACTIONS if preparing_commit == commit else INVALID_TXN_STATE
+        return INVALID_TXN_STATE
+
+    async def _prepare_end(
+        self, txn: TransactionMetadata, commit: bool, fence: bool = False
+    ) -> int:
+        """Write PrepareCommit/PrepareAbort and start the markers; fencing bumps the epoch."""
+        error = await self._write(txn, txn.prepare_end(commit, self._clock(), fence))
+        if error:
+            if fence:
+                txn.failed_epoch_fence = True  # the bumped epoch was never handed out
+            return error
+        txn.failed_epoch_fence = False
+        self._start_completion(txn)
+        return NONE
+
+    def _start_completion(self, txn: TransactionMetadata) -> None:
+        txn.completion = asyncio.get_running_loop().create_future()
+        self._spawn(self._complete(txn, txn.completion))
+
+    async def _completed(self, txn: TransactionMetadata) -> None:
+        """Wait for the transaction's markers and Complete record (or the coordinator's end)."""
+        if txn.completion is not None:
+            await asyncio.shield(txn.completion)
+
+    async def _complete(self, txn: TransactionMetadata, done: asyncio.Future[None]) -> None:
+        try:
+            commit = txn.state is TransactionState.PREPARE_COMMIT
+            producer_id, epoch = txn.producer_id, txn.producer_epoch
+            partitions = sorted(txn.partitions)
+            await asyncio.gather(
+                *(self._send_marker(tp, producer_id, epoch, commit) for tp in partitions)
+            )
+            backoff = self.config.marker_retry_backoff_ms / 1000
+            while await self._write(txn, txn.complete(self._clock())):
+                await asyncio.sleep(backoff)
+            log.info(
+                "transactional id %s: %s of producer %d epoch %d complete (%d partitions)",
+                txn.transactional_id,
+                "commit" if commit else "abort",
+                producer_id,
+                epoch,
+                len(partitions),
+            )
+        finally:
+            if not done.done():
+                done.set_result(None)
+            if txn.completion is done:
+                txn.completion = None
+
+    async def _send_marker(
+        self, tp: TopicPartition, producer_id: int, epoch: int, commit: bool
+    ) -> None:
+        delay = self.config.marker_retry_backoff_ms / 1000
+        while True:
+            try:
+                error = await self._write_marker(tp, producer_id, epoch, commit, COORDINATOR_EPOCH)
+            except Exception:
+                log.exception("writing a transaction marker to %s failed; retrying", tp)
+                error = UNKNOWN_SERVER_ERROR
+            if error == NONE:
+                return
+            if error in _MARKER_GIVE_UP:
+                log.warning(
+                    "transaction marker for producer %d to %s failed with error %d; "
+                    "that partition no longer waits for it",
+                    producer_id,
+                    tp,
+                    error,
+                )
+                return
+            log.info("transaction marker to %s failed with error %d; retrying", tp, error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _MAX_MARKER_BACKOFF_S)
+
+    # -- timeouts and expiry -----------------------------------------------------------
+    async def abort_timed_out_transactions(self) -> int:
+        """Abort every Ongoing transaction older than its timeout, fencing its producer."""
+        aborted = 0
+        for txn in list(self._txns.values()):
+            now = self._clock()
+            if (
+                txn.state is TransactionState.ONGOING
+                and txn.pending_state is None
+                and txn.start_timestamp + txn.timeout_ms < now
+            ):
+                log.info(
+                    "transactional id %s: aborting a transaction open for %d ms (timeout %d ms)",
+                    txn.transactional_id,
+                    now - txn.start_timestamp,
+                    txn.timeout_ms,
+                )
+                if not await self._prepare_end(txn, commit=False, fence=True):
+                    aborted += 1
+        return aborted
+
+    async def expire_transactional_ids(self) -> int:
+        """Forget ids idle in Empty/Complete* past ``transactional.id.expiration.ms``."""
+        horizon = self._clock() - self.config.transactional_id_expiration_ms
+        by_partition: dict[TopicPartition, list[TransactionMetadata]] = {}
+        for txn in self._txns.values():
+            if (
+                txn.state in EXPIRABLE
+                and txn.pending_state is None
+                and txn.last_update_timestamp <= horizon
+            ):
+                txn.pending_state = TransactionState.DEAD
+                by_partition.setdefault(self.partition_of(txn.transactional_id), []).append(txn)
+        removed = 0
+        for tp, expired in by_partition.items():
+            builder = RecordBatchBuilder()
+            now = self._clock()
+            for txn in expired:
+                builder.append(
+                    None, key=encode_transaction_log_key(txn.transactional_id), timestamp=now
+                )
+            try:
+                await self._append(tp, builder.build())
+            except Exception as exc:
+                # Safe to skip: the ids stay as they were and the next check tries again.
+                log.warning("expiring %d transactional ids in %s failed: %s", len(expired), tp, exc)
+                continue
+            finally:
+                for txn in expired:
+                    txn.pending_state = None
+            for txn in expired:
+                if self._txns.get(txn.transactional_id) is txn:
+                    del self._txns[txn.transactional_id]
+                    removed += 1
+        if removed:
+            log.info("expired %d transactional ids", removed)
+        return removed
+
+    # -- admin ---------------------------------------------------------------------------
+    def list_transactions(
+        self,
+        state_filters: Iterable[str] = (),
+        producer_id_filters: Iterable[int] = (),
+        duration_filter_ms: int = -1,
+    ) -> tuple[list[str], list[TransactionListing]]:
+        """ListTransactions: ``(unknown state filters, matching transactional ids)``.
+
+        Empty filters match everything; ``duration_filter_ms`` ≥ 0 keeps ids whose
+        transaction started longer ago than that.
+        """
+        names = list(state_filters)
+        unknown = [name for name in names if TransactionState.from_kafka_name(name) is None]
+        states = {s for name in names if (s := TransactionState.from_kafka_name(name)) is not None}
+        producers = set(producer_id_filters)
+        now = self._clock()
+        found = []
+        for txn in self._txns.values():
+            if txn.state is TransactionState.DEAD:
+                continue
+            if producers and txn.producer_id not in producers:
+                continue
+            if names and txn.state not in states:
+                continue
+            if duration_filter_ms >= 0 and now - txn.start_timestamp <= duration_filter_ms:
+                continue
+            found.append(
+                TransactionListing(txn.transactional_id, txn.producer_id, txn.state.kafka_name)
+            )
+        return unknown, found
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> list[TransactionDescription]:
+        described = []
+        for transactional_id in transactional_ids:
+            txn = self._txns.get(transactional_id)
+            if not transactional_id:
+                described.append(TransactionDescription(transactional_id, INVALID_REQUEST))
+            elif txn is None or txn.state is TransactionState.DEAD:
+                described.append(
+                    TransactionDescription(transactional_id, TRANSACTIONAL_ID_NOT_FOUND)
+                )
+            else:
+                described.append(
+                    TransactionDescription(
+                        transactional_id,
+                        NONE,
+                        txn.state.kafka_name,
+                        txn.timeout_ms,
+                        txn.start_timestamp,
+                        txn.producer_id,
+                        txn.producer_epoch,
+                        tuple(sorted(txn.partitions)),
+                    )
+                )
+        return described
+
+    # -- persistence -------------------------------------------------------------------
+    async def _write(self, txn: TransactionMetadata, transit: Transit) -> int:
+        """Append the transition's record, then apply it; a Kafka error code, NONE on success."""
+        txn.pending_state = transit.state
+        builder = RecordBatchBuilder()
+        builder.append(
+            encode_transaction_log_value(txn.log_value(transit)),
+            key=encode_transaction_log_key(txn.transactional_id),
+            timestamp=self._clock(),
+        )
+        try:
+            await self._append(self.partition_of(txn.transactional_id), builder.build())
+        except KafkaError as exc:
+            error = _APPEND_ERRORS.get(exc.code, exc.code)
+            log.warning(
+                "transactional id %s: writing %s failed (%s); answering error %d",
+                txn.transactional_id,
+                transit.state.kafka_name,
+                exc,
+                error,
+            )
+            return error
+        except Exception as exc:
+            log.warning(
+                "transactional id %s: writing %s failed: %r",
+                txn.transactional_id,
+                transit.state.kafka_name,
+                exc,
+            )
+            return COORDINATOR_NOT_AVAILABLE
+        else:
+            txn.apply(transit)
+            return NONE
+        finally:
+            txn.pending_state = None
+
+
+def _whole_batches_end(data: bytes) -> int:
+    """How many leading bytes of ``data`` are whole batches."""
+    end = 0
+    while (size := batch_size_at(data, end)) is not None and end + size <= len(data):
+        end += size
+    return end
+
+
+def _key_values(partition_log: Log) -> Iterator[tuple[bytes, bytes | None]]:
+    """Every keyed record of a log from its start to its end, in offset order."""
+    offset = partition_log.log_start_offset
+    max_bytes = 1 << 20
+    while offset < partition_log.log_end_offset:
+        data = partition_log.read(offset, max_bytes).region.read()
+        end = _whole_batches_end(data)
+        if end == 0:
+            if len(data) < max_bytes:
+                return  # nothing more to read (a gap at the end of the log)
+            max_bytes *= 2  # one batch larger than the read: read more at once
+            continue
+        for batch in iter_batches(memoryview(data)[:end]):
+            offset = max(offset, batch.next_offset)
+            if batch.is_control:
+                continue
+            for record in iter_records(batch):
+                if record.key is not None:
+                    yield record.key, record.value
