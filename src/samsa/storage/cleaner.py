@@ -43,8 +43,12 @@ What a pass keeps — offsets never change, gaps appear:
   earliest horizon it left behind, so the manager can run a pass for expired
   tombstones alone when no log is dirty enough (Kafka's ``latestDeleteHorizon``);
 - control batches (transaction markers) and transactional batches, byte for
-  byte: transactions are not implemented yet, so these batches are neither
-  deduplicated nor entered in the key map;
+  byte, neither deduplicated nor entered in the key map. Kafka's cleaner also
+  drops the records of aborted transactions and, after
+  ``delete.retention.ms``, the markers; samsa keeps both, so every abort
+  marker stays in the output and the sources' ``.txnindex`` entries are copied
+  into the cleaned segment (as Kafka carries the index over), keeping
+  read_committed reads of cleaned segments right;
 - a rewritten batch keeps its base offset, producer id, epoch, base sequence,
   partition leader epoch, codec and timestamp type; its records keep their
   offset deltas from the base offset;
@@ -114,9 +118,11 @@ from samsa.storage.segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     LogSegment,
     segment_file_name,
 )
+from samsa.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -220,6 +226,8 @@ class _Source:
     map_from: int
     """File position where its dirty records start; -1 if it is all clean."""
     fd: int
+    aborted: list[AbortedTxn]
+    """Its ``.txnindex`` entries, read on the owner at plan time."""
 
 
 @dataclass(slots=True)
@@ -401,9 +409,10 @@ class LogCleaner:
                     found = segment.position_of(first_dirty)
                     map_from = segment.size if found is None else found.position
                 entries = max(segment.offset_index.entries, segment.time_index.entries)
+                aborted = segment.txn_index.entries()
                 sources.append(
                     _Source(segment, segment.base_offset, next_offset, segment.size, entries,
-                            map_from, segment.open_reader())
+                            map_from, segment.open_reader(), aborted)
                 )  # fmt: skip
         except BaseException:
             for source in sources:
@@ -581,7 +590,7 @@ class _GroupWriter:
 
     def _open(self) -> None:
         plan, base = self.plan, self.sources[0].base_offset
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             path = plan.directory / segment_file_name(base, suffix + CLEANED_SUFFIX)
             path.unlink(missing_ok=True)  # a leftover would be appended to
         self.out = LogSegment(
@@ -610,6 +619,9 @@ class _GroupWriter:
             return group
         try:
             self._flush_pending()
+            for source in self.sources:
+                for txn in source.aborted:
+                    self.out.append_aborted_txn(txn)
             self.out.on_become_inactive()
             self.out.flush()
         except BaseException:

@@ -218,6 +218,18 @@ class OffsetIndex(SparseIndex):
         slot = self._search(offset - self.base_offset)
         return (self.base_offset, 0) if slot < 0 else self.entry(slot)
 
+    def first_offset_at_or_after(self, position: int) -> int | None:
+        """Offset of the first entry whose file position is >= ``position``; None if none is."""
+        self._check_open()
+        lo, hi = 0, self._entries
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.entry(mid)[1] >= position:
+                hi = mid
+            else:
+                lo = mid + 1
+        return self.entry(lo)[0] if lo < self._entries else None
+
     def append(self, offset: int, position: int) -> None:
         relative = offset - self.base_offset
         if not 0 <= relative <= 0xFFFFFFFF:

@@ -2,8 +2,12 @@
 
 The log assigns offsets by rewriting each batch's base offset in place (the
 CRC does not cover it) and appends the producer's bytes unchanged otherwise.
-It tracks the log start offset, the log end offset (LEO), the high watermark
-and the recovery point (everything below it is known to be on disk).
+It tracks the log start offset, the log end offset (LEO), the high watermark,
+the last stable offset (LSO: below it every transaction is decided, see
+:mod:`samsa.storage.producer_state`) and the recovery point (everything below
+it is known to be on disk). An abort marker adds an entry to the ``.txnindex``
+of the segment it lands in; read_committed reads collect them
+(:meth:`Log.collect_aborted_transactions`).
 
 Segments deleted by retention, or replaced by the log cleaner's output
 (:meth:`Log.replace_segments`), are renamed ``.deleted`` at once and removed
@@ -33,8 +37,9 @@ from samsa.records.batch import (
     RecordBatchView,
     read_batch,
 )
+from samsa.records.control import ControlRecordType, build_end_transaction_batch
 from samsa.storage.log_config import LogConfig
-from samsa.storage.producer_state import ProducerStateManager
+from samsa.storage.producer_state import CompletedTxn, ProducerStateManager
 from samsa.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -43,11 +48,13 @@ from samsa.storage.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     FetchData,
     LogOffsetMetadata,
     LogSegment,
     segment_file_name,
 )
+from samsa.storage.txn_index import AbortedTxn
 from samsa.storage.validator import AppendOrigin, validate_batch
 
 Clock = Callable[[], int]
@@ -101,13 +108,13 @@ class Log:
         self._leo = LogOffsetMetadata(active.read_next_offset(), active.base_offset, active.size)
         self.log_start_offset = max(log_start_offset, segments[0].base_offset)
         self.recovery_point = min(recovery_point, self._leo.offset)
+        self.producer_state = ProducerStateManager(directory)
         self._hw = LogOffsetMetadata(self.log_start_offset)
         self.update_high_watermark(self._leo.offset if high_watermark is None else high_watermark)
         self.unflushed_messages = 0
         self.last_flush_ms = clock()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._retired = 0
-        self.producer_state = ProducerStateManager(directory)
         self.on_roll: Callable[[Log, int], None] | None = None
         """Called with the new segment's base offset after a roll (to flush the old ones)."""
         self.on_truncate: Callable[[Log, int], None] | None = None
@@ -138,6 +145,19 @@ class Log:
     def size(self) -> int:
         return sum(s.size for s in self._segments)
 
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest transaction not yet decided below the HW (None: none)."""
+        first = self.producer_state.first_unstable_offset()
+        return None if first is None else max(first, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed reads stop: the first unstable offset, never above the HW."""
+        first = self.first_unstable_offset
+        hw = self._hw.offset
+        return hw if first is None else min(first, hw)
+
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to [log start, LEO]; return it."""
         offset = max(self.log_start_offset, min(offset, self._leo.offset))
@@ -145,6 +165,7 @@ class Log:
             self._hw = self._leo
         else:
             self._hw = self._offset_metadata(offset)
+        self.producer_state.on_high_watermark_updated(offset)
         return offset
 
     def _offset_metadata(self, offset: int) -> LogOffsetMetadata:
@@ -171,23 +192,27 @@ class Log:
         *,
         leader_epoch: int = -1,
         origin: AppendOrigin = AppendOrigin.CLIENT,
+        transaction_version: int = 0,
     ) -> AppendInfo:
         """Validate batches, assign their offsets in place, and append them.
 
         Base offsets (and leader epochs) are rewritten in ``data`` when it is
         writable; read-only bytes are copied once first. Raises
         ``CorruptRecordError`` (framing, magic, CRC), ``MessageTooLargeError``
-        (``max.message.bytes``), ``InvalidRecordError`` or ``InvalidTimestampError``;
-        nothing is appended when any batch fails.
+        (``max.message.bytes``), ``InvalidRecordError``, ``InvalidTimestampError``
+        or a producer-state error (epoch, sequence, transaction state, coordinator
+        epoch: see :mod:`samsa.storage.producer_state`; ``transaction_version`` is
+        the marker's, 2 for KIP-890 epoch bumps); nothing is appended when any
+        batch fails.
         """
         now = self.clock()
         view = memoryview(data)
         if view.readonly:
             view = memoryview(bytearray(view))  # offsets are written in place
         batches = self._checked_batches(view, origin, now)
-        if origin is AppendOrigin.CLIENT:
+        if origin is not AppendOrigin.REPLICATION:
             for batch in batches:
-                duplicate = self.producer_state.check(batch)
+                duplicate = self.producer_state.check(batch, origin, transaction_version)
                 if duplicate is not None and len(batches) == 1:
                     # A retry of a batch already in the log: its first offsets, no write.
                     return AppendInfo(duplicate.first_offset, duplicate.last_offset,
@@ -202,6 +227,35 @@ class Log:
                 batch.set_log_append_time(log_append_time)
             next_offset = batch.next_offset
         return self._append(view, batches, log_append_time, now)
+
+    def append_marker(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        *,
+        leader_epoch: int = -1,
+        transaction_version: int = 0,
+    ) -> AppendInfo:
+        """Append a COMMIT or ABORT marker ending ``producer_id``'s transaction (a coordinator's).
+
+        Raises ``InvalidProducerEpochError`` or ``TransactionCoordinatorFencedError``
+        when the marker is fenced; nothing is appended then.
+        """
+        batch = build_end_transaction_batch(
+            ControlRecordType.COMMIT if commit else ControlRecordType.ABORT,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timestamp=self.clock(),
+        )
+        return self.append_as_leader(
+            bytearray(batch),
+            leader_epoch=leader_epoch,
+            origin=AppendOrigin.COORDINATOR,
+            transaction_version=transaction_version,
+        )
 
     def append_as_follower(self, data: bytearray | memoryview | bytes) -> AppendInfo:
         """Append batches whose offsets the leader assigned; they must follow the LEO."""
@@ -250,7 +304,9 @@ class Log:
             segment = self.roll(batches[0].base_offset)
         segment.append(view, batches)
         for batch in batches:
-            self.producer_state.update(batch)
+            completed = self.producer_state.update(batch)
+            if completed is not None:
+                self._index_completed(segment, completed)
         self._leo = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
         self.unflushed_messages += records
         return AppendInfo(
@@ -263,6 +319,15 @@ class Log:
             valid_bytes=view.nbytes,
             log_start_offset=self.log_start_offset,
         )
+
+    @staticmethod
+    def _index_completed(segment: LogSegment, completed: CompletedTxn) -> None:
+        """An aborted transaction goes into the index of the segment holding its marker."""
+        if completed.is_aborted:
+            segment.append_aborted_txn(
+                AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                           completed.last_stable_offset)
+            )  # fmt: skip
 
     # -- roll ---------------------------------------------------------------
     def roll(self, base_offset: int | None = None) -> LogSegment:
@@ -297,12 +362,17 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        include_aborted_transactions: bool = False,
     ) -> FetchData:
         """Bytes of the batches from ``start_offset``, stopping before ``max_offset``.
 
-        ``max_offset`` is exclusive (pass the high watermark for consumers); by
-        default the read may go to the LEO. Raises ``OffsetOutOfRangeError`` if
-        ``start_offset`` is below the log start or above the LEO.
+        ``max_offset`` is exclusive (pass the high watermark for consumers, the
+        last stable offset for read_committed ones); by default the read may go
+        to the LEO. With ``include_aborted_transactions`` the result lists the
+        aborts overlapping the read, up to Kafka's upper bound: the offset of the
+        first index entry past the bytes read, else the next segment's base, else
+        the LEO. Raises ``OffsetOutOfRangeError`` if ``start_offset`` is below the
+        log start or above the LEO.
         """
         leo = self._leo
         if start_offset < self.log_start_offset or start_offset > leo.offset:
@@ -311,8 +381,9 @@ class Log:
                 f"of {self.directory.name}"
             )
         upper = leo if max_offset is None else self._upper_bound(max_offset)
+        no_aborts: list[tuple[int, int]] | None = [] if include_aborted_transactions else None
         if start_offset >= upper.offset:
-            return FetchData(LogOffsetMetadata(start_offset), EMPTY_REGION)
+            return FetchData(LogOffsetMetadata(start_offset), EMPTY_REGION, no_aborts)
         i = max(self._segment_index_for(start_offset), 0)
         segments = self._segments
         while i < len(segments):
@@ -325,9 +396,45 @@ class Log:
                 max_position = None
             data = segment.read(start_offset, max_bytes, max_position, min_one_message)
             if data is not None:
+                if include_aborted_transactions:
+                    data = self._with_aborted_transactions(start_offset, i, data)
                 return data
             i += 1
-        return FetchData(LogOffsetMetadata(start_offset), EMPTY_REGION)
+        return FetchData(LogOffsetMetadata(start_offset), EMPTY_REGION, no_aborts)
+
+    def _with_aborted_transactions(self, start_offset: int, i: int, data: FetchData) -> FetchData:
+        segment = self._segments[i]
+        upper_bound = segment.fetch_upper_bound_offset(
+            data.offset_metadata.position, data.region.length
+        )
+        if upper_bound is None:
+            following = i + 1 < len(self._segments)
+            upper_bound = self._bases[i + 1] if following else self._leo.offset
+        aborted = self._collect_aborted(i, start_offset, upper_bound)
+        return FetchData(data.offset_metadata, data.region, aborted)
+
+    def collect_aborted_transactions(
+        self, start_offset: int, upper_bound_offset: int
+    ) -> list[tuple[int, int]]:
+        """``(producer id, first offset)`` of aborts overlapping ``[start, upper bound)``.
+
+        As Kafka: the entries whose last offset is >= ``start_offset`` and first
+        offset < ``upper_bound_offset``, scanning the ``.txnindex`` files from the
+        segment holding ``start_offset`` until an entry's last stable offset
+        reaches the upper bound.
+        """
+        return self._collect_aborted(
+            max(self._segment_index_for(start_offset), 0), start_offset, upper_bound_offset
+        )
+
+    def _collect_aborted(self, first: int, start: int, upper_bound: int) -> list[tuple[int, int]]:
+        aborted: list[tuple[int, int]] = []
+        for segment in self._segments[first:]:
+            found, complete = segment.txn_index.collect(start, upper_bound)
+            aborted += [(txn.producer_id, txn.first_offset) for txn in found]
+            if complete:
+                break
+        return aborted
 
     def _upper_bound(self, max_offset: int) -> LogOffsetMetadata:
         if max_offset >= self._leo.offset:
@@ -418,7 +525,7 @@ class Log:
         suffix = DELETED_SUFFIX
         if any(
             (self.directory / segment_file_name(segment.base_offset, kind + suffix)).exists()
-            for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+            for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
         ):
             self._retired += 1
             suffix = f".{self._retired}{DELETED_SUFFIX}"
@@ -527,7 +634,7 @@ class Log:
         self.recovery_point = offset
         self._hw = self._leo
         self.producer_state.delete_snapshots_after(-1)
-        self.producer_state.producers.clear()
+        self.producer_state.clear()
         if self.on_truncate is not None:
             self.on_truncate(self, offset)
 
@@ -569,28 +676,44 @@ class Log:
         self.flush_segments(segments)
         self.mark_flushed(target)
 
-    def rebuild_producer_state(self) -> None:
-        """Load the newest usable producer snapshot and replay the batches after it."""
+    def rebuild_producer_state(self, rebuild_txn_indexes_from: int | None = None) -> None:
+        """Load the newest usable producer snapshot and replay the batches after it.
+
+        With ``rebuild_txn_indexes_from`` (crash recovery) the ``.txnindex`` of
+        every segment based at or after it is rebuilt from the markers replayed:
+        the snapshot used is then one at or below that offset.
+        """
         state = self.producer_state
         leo = self._leo.offset
         state.delete_snapshots_after(leo)
+        usable = leo if rebuild_txn_indexes_from is None else rebuild_txn_indexes_from
         start = self.log_start_offset
-        state.producers.clear()
+        state.clear()
         for snapshot in reversed(state.snapshot_offsets()):
+            if snapshot > usable:
+                continue
             try:
                 state.load_snapshot(snapshot)
                 start = max(snapshot, start)
                 break
             except (StorageError, CorruptRecordError, OSError):
-                state.producers.clear()
+                state.clear()
                 (self.directory / f"{snapshot:020d}.snapshot").unlink(missing_ok=True)
         for i, segment in enumerate(self._segments):
+            rebuild = rebuild_txn_indexes_from is not None and (
+                segment.base_offset >= rebuild_txn_indexes_from
+            )
+            if rebuild:
+                segment.txn_index.reset()
             following = self._bases[i + 1] if i + 1 < len(self._bases) else leo + 1
             if following <= start:
                 continue
-            for header in segment.batch_headers(start):
-                if header.base_offset >= start:
-                    state.update(header)
+            for batch in segment.batch_headers(start):
+                if batch.base_offset >= start:
+                    completed = state.update(batch)
+                    if completed is not None and rebuild:
+                        self._index_completed(segment, completed)
+        state.on_high_watermark_updated(self._hw.offset)
 
     def close(self) -> None:
         """Snapshot producer state, close every segment (files of deleted ones are removed)."""

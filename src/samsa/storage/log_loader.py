@@ -5,7 +5,10 @@ point onwards is scanned batch by batch (:meth:`LogSegment.recover`): the first
 torn or CRC-failing batch and everything after it — in that segment and in all
 later ones — is removed, and the indexes are rebuilt from what remains. After
 a clean shutdown only the active segment's indexes are sanity-checked. A
-segment whose index files are missing is always rebuilt.
+segment whose index files are missing is always rebuilt. The ``.txnindex`` of
+every segment from the first recovered one on is rebuilt too, by replaying the
+producer state from a snapshot at or below that segment (which transactions a
+segment's abort markers end depends on those open before it).
 
 Leftovers of an interrupted log cleaner pass (see :mod:`samsa.storage.cleaner`)
 are settled first: ``.cleaned`` files were never swapped in and are removed;
@@ -31,6 +34,7 @@ from samsa.storage.segment import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
     LogSegment,
     segment_file_name,
 )
@@ -39,7 +43,7 @@ log = logging.getLogger(__name__)
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(.*)$")
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX)
-_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, ".txnindex")
+_SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 def load_log(
@@ -62,6 +66,7 @@ def load_log(
 
     kept: list[LogSegment] = []
     recover_from = _first_unflushed(segments, recovery_point) if not clean_shutdown else None
+    first_recovered: int | None = None
     for i, segment in enumerate(segments):
         is_active = i == len(segments) - 1
         must_recover = not segment.indexes_existed or (
@@ -73,6 +78,8 @@ def load_log(
             except IndexCorruptError as exc:
                 log.warning("rebuilding indexes of %s: %s", segment.log_path, exc)
                 must_recover = True
+        if must_recover and first_recovered is None:
+            first_recovered = segment.base_offset
         if must_recover and segment.size:
             truncated = segment.recover()
             if truncated:
@@ -95,7 +102,7 @@ def load_log(
         high_watermark=high_watermark,
         clock=clock,
     )
-    loaded.rebuild_producer_state()
+    loaded.rebuild_producer_state(rebuild_txn_indexes_from=first_recovered)
     return loaded
 
 
@@ -129,7 +136,7 @@ def _clean_and_list(directory: Path, config: LogConfig, now: int) -> list[int]:
             continue
         if kind == LOG_SUFFIX:
             logs.add(base)
-        elif kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        elif kind in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             others.append((base, path))
     for base in sorted(swaps):
         _complete_swap(directory, config, now, base, logs)

@@ -1,4 +1,4 @@
-"""One log segment: a ``.log`` file of record batches with its offset and time indexes.
+"""One log segment: a ``.log`` file of record batches with its offset, time and txn indexes.
 
 The file is named for the segment's base offset (20 digits) and holds
 RecordBatch v2 bytes concatenated, exactly as Kafka writes them. Appends are
@@ -6,7 +6,8 @@ one ``os.write`` of already-validated batch bytes; reads return a
 :class:`FileRegion` for ``os.sendfile``. Index entries are added every
 ``index.interval.bytes`` of appended data. Indexes of inactive segments are
 opened on first use (Kafka's lazy indexes), so a log with many segments maps
-only what it reads.
+only what it reads. The ``.txnindex`` (aborted transactions whose abort marker
+lies here, :mod:`samsa.storage.txn_index`) exists only once a marker aborts one.
 
 Not thread-safe: the owning :class:`~samsa.storage.log.Log` calls every method
 from its one writer, except :meth:`flush`, which may run on a worker thread.
@@ -22,6 +23,8 @@ from pathlib import Path
 
 from samsa.errors import CorruptRecordError, KafkaStorageError, StorageError
 from samsa.records.batch import (
+    ATTRIBUTES_POS,
+    CONTROL_BIT,
     HEADER_SIZE,
     LAST_OFFSET_DELTA_POS,
     LOG_OVERHEAD,
@@ -35,10 +38,12 @@ from samsa.records.batch import (
 from samsa.records.reader import iter_records
 from samsa.storage.index import OffsetIndex, TimeIndex
 from samsa.storage.log_config import LogConfig
+from samsa.storage.txn_index import AbortedTxn, TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 """The log cleaner's output while it is being written (removed at load)."""
@@ -48,6 +53,7 @@ SWAP_SUFFIX = ".swap"
 _SCAN_HEADER = struct.Struct(">qi")  # baseOffset, batchLength
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_I16 = struct.Struct(">h")
 _RECOVERY_CHUNK = 1 << 20
 _MAX_RECOVERY_CHUNK = 64 << 20
 _MAX_RELATIVE_OFFSET = 2**31 - 1
@@ -97,6 +103,8 @@ class FetchData:
 
     offset_metadata: LogOffsetMetadata
     region: FileRegion
+    aborted_transactions: list[tuple[int, int]] | None = None
+    """``(producer id, first offset)`` of aborts overlapping the read (read_committed only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +116,7 @@ class _BatchPosition:
 
 
 class LogSegment:
-    """A ``.log`` file and its two indexes, named for ``base_offset``."""
+    """A ``.log`` file and its indexes, named for ``base_offset``."""
 
     def __init__(
         self,
@@ -131,6 +139,9 @@ class LogSegment:
             base_offset, TIME_INDEX_SUFFIX + suffix
         )
         self.indexes_existed = self._index_path.exists() and self._time_index_path.exists()
+        self.txn_index = TransactionIndex(
+            directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX + suffix)
+        )
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self.size = os.fstat(self._fd).st_size
         self._offset_index: OffsetIndex | None = None
@@ -259,12 +270,23 @@ class LogSegment:
             position += size
 
     def batch_headers(self, from_offset: int = 0) -> Iterator[RecordBatchView]:
-        """Header-only views of the batches ending at or after ``from_offset`` (no CRC check)."""
+        """Views of the batches ending at or after ``from_offset`` (no CRC check).
+
+        Header-only, except control batches, which come whole: their one record
+        says whether a transaction committed or aborted.
+        """
         start = self._translate_offset(from_offset)
         if start is None:
             return
         for batch in self._batch_positions(start.position):
-            yield RecordBatchView(memoryview(os.pread(self._fd, HEADER_SIZE, batch.position)))
+            header = os.pread(self._fd, HEADER_SIZE, batch.position)
+            if (
+                len(header) == HEADER_SIZE
+                and batch.size > HEADER_SIZE
+                and _I16.unpack_from(header, ATTRIBUTES_POS)[0] & CONTROL_BIT
+            ):
+                header = os.pread(self._fd, batch.size, batch.position)
+            yield RecordBatchView(memoryview(header))
 
     def _translate_offset(self, offset: int, start_position: int = 0) -> _BatchPosition | None:
         """The first batch whose last offset is >= ``offset``, searching from the index."""
@@ -326,6 +348,19 @@ class LogSegment:
             None if batch is None else LogOffsetMetadata(offset, self.base_offset, batch.position)
         )
 
+    def fetch_upper_bound_offset(self, position: int, size: int) -> int | None:
+        """An offset past every batch a read of ``size`` bytes at ``position`` returned.
+
+        Kafka's ``fetchUpperBoundOffset``: the offset of the first index entry at or
+        after the read's end — not the smallest such offset, but one a scan of the
+        aborted transaction index can stop at. None when no entry lies there.
+        """
+        return self.offset_index.first_offset_at_or_after(position + size)
+
+    def append_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Record a transaction whose abort marker was just appended here."""
+        self.txn_index.append(txn)
+
     def find_offset_by_timestamp(
         self, timestamp: int, starting_offset: int
     ) -> tuple[int, int] | None:
@@ -349,7 +384,9 @@ class LogSegment:
         """Rebuild the indexes from the file; cut it at the first invalid batch.
 
         A batch is valid when it is whole, has magic 2, its CRC matches and its
-        offsets follow the previous batch's. Returns the bytes cut off.
+        offsets follow the previous batch's. Returns the bytes cut off. The
+        ``.txnindex`` is rebuilt by the log, which has the producer state it
+        needs (:meth:`~samsa.storage.log.Log.rebuild_producer_state`).
         """
         self.offset_index.reset()
         self.time_index.reset()
@@ -417,6 +454,7 @@ class LogSegment:
             return 0
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self.size - batch.position
         os.ftruncate(self._fd, batch.position)
         self.size = batch.position
@@ -470,17 +508,20 @@ class LogSegment:
             self._offset_index.flush()
         if self._time_index is not None:
             self._time_index.flush()
+        self.txn_index.flush()
 
     def rename_suffix(self, old: str, new: str) -> None:
         """Rename the segment's files from suffix ``old`` to ``new`` (e.g. to ``.deleted``)."""
         renames: list[tuple[Path, Path]] = []
-        for path in (self.log_path, self._index_path, self._time_index_path):
+        paths = (self.log_path, self._index_path, self._time_index_path, self.txn_index.path)
+        for path in paths:
             if not path.name.endswith(old):
                 raise StorageError(f"{path} does not end with {old!r}")
             renames.append((path, path.with_name(path.name[: len(path.name) - len(old)] + new)))
-        for old_path, new_path in renames:
+        for old_path, new_path in renames[:3]:
             if old_path.exists():
                 os.replace(old_path, new_path)
+        self.txn_index.rename_to(renames[3][1])
         self.log_path = renames[0][1]
         self._index_path = renames[1][1]
         self._time_index_path = renames[2][1]
@@ -498,6 +539,7 @@ class LogSegment:
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close()
+        self.txn_index.close()
         os.close(self._fd)
         self.closed = True
 
@@ -511,6 +553,7 @@ class LogSegment:
             self.closed = True
         for path in (self.log_path, self._index_path, self._time_index_path):
             path.unlink(missing_ok=True)
+        self.txn_index.delete()
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size})"
