@@ -3,14 +3,16 @@
 Single node: this broker leads every partition, the ISR is itself, and the high
 watermark follows the log end offset as soon as an append returns. A delayed
 fetch (Kafka's purgatory) registers a future on the partitions it reads; an
-append resolves them, a timeout ends the wait — no polling.
+append resolves them, a timeout ends the wait — no polling. Transaction
+markers (:meth:`ReplicaManager.write_txn_marker`) are appends too: they wake
+the waiters, so read_committed fetches see the last stable offset move.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from samsa.cluster.local import LocalMetadataStore, TopicInfo
@@ -21,7 +23,8 @@ from samsa.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-UnknownTopicOrPartitionError = for_code(3)
+UNKNOWN_TOPIC_OR_PARTITION = 3
+UnknownTopicOrPartitionError = for_code(UNKNOWN_TOPIC_OR_PARTITION)
 NotEnoughReplicasError = for_code(19)
 
 
@@ -49,6 +52,9 @@ class ReplicaManager:
         self.metadata = metadata
         self.defaults = defaults
         self._partitions: dict[TopicPartition, Partition] = {}
+        self.on_txn_marker: Callable[[TopicPartition, int, bool], None] | None = None
+        """Called with ``(partition, producer id, committed)`` after a marker is written
+        (the broker sets it: the group coordinator completes transactional offset commits)."""
 
     def topic_config(self, topic: str) -> LogConfig:
         info = self.metadata.get(topic)
@@ -107,11 +113,8 @@ class ReplicaManager:
         """Append to a partition as its leader; raises the Kafka error the batch deserves."""
         partition = self.partition(tp)
         partition_log = partition.log
-        if required_acks == -1 and partition_log.config.min_insync_replicas > 1:
-            raise NotEnoughReplicasError(
-                f"{tp} has 1 in-sync replica; min.insync.replicas is "
-                f"{partition_log.config.min_insync_replicas}"
-            )
+        if required_acks == -1:
+            _check_min_insync(partition)
         info = partition_log.append_as_leader(
             records, leader_epoch=partition.leader_epoch, origin=origin
         )
@@ -119,6 +122,53 @@ class ReplicaManager:
         partition.wake_waiters()
         await self.log_manager.maybe_flush(partition_log)
         return info
+
+    async def write_txn_marker(
+        self,
+        tp: TopicPartition,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        *,
+        transaction_version: int = 0,
+    ) -> int:
+        """Append a COMMIT or ABORT marker as the coordinator does (acks=all); a Kafka error code.
+
+        0 when written; UNKNOWN_TOPIC_OR_PARTITION (3) for a partition not hosted
+        here; INVALID_PRODUCER_EPOCH (47) or TRANSACTION_COORDINATOR_FENCED (52)
+        for a fenced marker; NOT_ENOUGH_REPLICAS (19) as for any acks=all append.
+        After a write, :attr:`on_txn_marker` is called if set.
+        """
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        partition_log = partition.log
+        try:
+            _check_min_insync(partition)
+            partition_log.append_marker(
+                producer_id,
+                producer_epoch,
+                commit,
+                coordinator_epoch,
+                leader_epoch=partition.leader_epoch,
+                transaction_version=transaction_version,
+            )
+        except KafkaError as exc:
+            return exc.code
+        partition_log.update_high_watermark(partition_log.log_end_offset)
+        partition.wake_waiters()
+        hook = self.on_txn_marker
+        if hook is not None:
+            try:
+                hook(tp, producer_id, commit)
+            except Exception:
+                # The marker is in the log whatever the hook does; its owner recovers
+                # from the log (a reload replays the marker), so the write still succeeds.
+                log.exception("transaction marker hook failed for %s, producer %d", tp,
+                              producer_id)  # fmt: skip
+        await self.log_manager.maybe_flush(partition_log)
+        return 0
 
     # -- delayed fetch ------------------------------------------------------------------
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
@@ -141,6 +191,14 @@ class ReplicaManager:
     def shutdown(self) -> None:
         for partition in self._partitions.values():
             partition.wake_waiters()
+
+
+def _check_min_insync(partition: Partition) -> None:
+    min_insync = partition.log.config.min_insync_replicas
+    if min_insync > 1:
+        raise NotEnoughReplicasError(
+            f"{partition.tp} has 1 in-sync replica; min.insync.replicas is {min_insync}"
+        )
 
 
 def error_code_of(exc: BaseException) -> int:

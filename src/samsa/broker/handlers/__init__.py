@@ -44,7 +44,9 @@ def register_all(broker: Broker) -> None:
         partitions,
         produce,
         producer_id,
+        producers,
         topics,
+        txn_markers,
     )
 
     for module in (
@@ -59,5 +61,7 @@ def register_all(broker: Broker) -> None:
         cluster,
         configs,
         groups,
+        txn_markers,
+        producers,
     ):
         module.register(broker)

@@ -1,7 +1,14 @@
 """Fetch (key 1), versions 4–17: reads up to the high watermark with long polling.
 
+With ``isolation_level`` 1 (read_committed) reads stop at the last stable
+offset and each partition lists the aborted transactions overlapping what it
+returns (up to Kafka's upper bound, see :meth:`Log.read`), so the consumer
+drops their records; with 0 that list is null. Every partition answers its
+last stable offset, whatever the isolation level, as Kafka does.
+
 A fetch that finds fewer than ``min_bytes`` waits until a partition it reads
-is appended to, or ``max_wait_ms`` passes — event-driven, no sleeping loop.
+is appended to (a transaction marker is an append: the LSO moves with it), or
+``max_wait_ms`` passes — event-driven, no sleeping loop.
 The first partition with data returns at least one whole batch even when it
 is larger than ``partition_max_bytes``/``max_bytes`` (KIP-74); the response
 is capped by the smaller of ``max_bytes`` and the broker's ``fetch.max.bytes``.
@@ -26,6 +33,7 @@ if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
 API_KEY = 1
+READ_COMMITTED = 1
 FETCH_SESSION_ID_NOT_FOUND = 70
 UnknownTopicIdError = for_code(100)
 
@@ -36,6 +44,7 @@ def register(broker: Broker) -> None:
 
     def read_all(body: Any, names: list[str | None]) -> tuple[list[FetchTopic], int, bool]:
         remaining = min(body.max_bytes, broker_max_bytes)
+        committed = body.isolation_level == READ_COMMITTED
         total = 0
         failed = False
         topics = []
@@ -52,21 +61,31 @@ def register(broker: Broker) -> None:
                     if name is None:
                         raise UnknownTopicIdError(f"no topic has id {topic.topic_id}")
                     partition_log = replicas.partition(TopicPartition(name, p.partition)).log
-                    hw = partition_log.high_watermark
-                    entry.high_watermark = entry.last_stable_offset = hw
+                    entry.high_watermark = partition_log.high_watermark
+                    entry.last_stable_offset = partition_log.last_stable_offset
                     entry.log_start_offset = partition_log.log_start_offset
+                    if committed:
+                        entry.aborted_transactions = []
                     limit = min(p.partition_max_bytes, remaining)
                     if limit <= 0 and total:
                         continue
-                    region = partition_log.read(
-                        p.fetch_offset, max(limit, 0), max_offset=hw, min_one_message=total == 0
-                    ).region
+                    data = partition_log.read(
+                        p.fetch_offset,
+                        max(limit, 0),
+                        max_offset=entry.last_stable_offset if committed else entry.high_watermark,
+                        min_one_message=total == 0,
+                        include_aborted_transactions=committed,
+                    )
+                    if committed:
+                        entry.aborted_transactions = data.aborted_transactions
+                    region = data.region
                     if region.length:
                         entry.records = region
                         total += region.length
                         remaining -= region.length
                 except KafkaError as exc:
                     entry.error_code = exc.code
+                    entry.aborted_transactions = None
                     failed = True
             topics.append(result)
         return topics, total, failed

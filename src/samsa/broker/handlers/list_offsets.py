@@ -3,8 +3,10 @@ earliest local (-4), and the first offset at or after a timestamp (time index).
 Tiered-storage specs (-5 latest tiered, -6 earliest pending upload) answer no
 offset (-1), as Kafka does without remote storage.
 
-Latest is the high watermark (the last stable offset once transactions exist).
-A timestamp past every record answers offset -1, timestamp -1, as Kafka does.
+Latest is the high watermark, or with ``isolation_level`` 1 (read_committed,
+v2+) the last stable offset; as Kafka, a timestamp lookup (max timestamp
+included) answers only offsets below that bound. A timestamp past every record
+answers offset -1, timestamp -1, as Kafka does.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
 API_KEY = 2
+READ_COMMITTED = 1
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 
 def register(broker: Broker) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
+        committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
         topics = []
         for topic in body.topics:
             partitions = []
@@ -40,9 +44,14 @@ def register(broker: Broker) -> None:
                 try:
                     tp = TopicPartition(topic.name, p.partition_index)
                     partition_log = broker.replica_manager.partition(tp).log
+                    fetchable = (
+                        partition_log.last_stable_offset
+                        if committed
+                        else partition_log.high_watermark
+                    )
                     ts = p.timestamp
                     if ts == LATEST_TIMESTAMP:
-                        entry["offset"] = partition_log.high_watermark
+                        entry["offset"] = fetchable
                     elif ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                         entry["offset"] = partition_log.log_start_offset
                     elif ts < 0 and ts != MAX_TIMESTAMP:
@@ -51,7 +60,7 @@ def register(broker: Broker) -> None:
                         found = partition_log.fetch_offset_by_timestamp(
                             MAX_TIMESTAMP if ts == MAX_TIMESTAMP else ts
                         )
-                        if found is not None:
+                        if found is not None and found[0] < fetchable:
                             entry["offset"], entry["timestamp"] = found
                 except KafkaError as exc:
                     entry.update(error_code=exc.code, leader_epoch=-1)

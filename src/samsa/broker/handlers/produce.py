@@ -5,7 +5,14 @@ so the range starts at 0; requests below v3 are refused (connection closed),
 as Kafka 4 refuses them. Each partition must carry exactly one batch
 (INVALID_RECORD otherwise). With acks=0 there is no response, and any error
 closes the connection so the client notices.
-Deviation: idempotent/transactional producer state is not kept yet.
+
+Idempotent and transactional batches go through the partition's producer
+state (:mod:`samsa.storage.producer_state`): retries are deduplicated, and
+epoch, sequence and transaction-state errors are answered per partition.
+Deviation: Kafka 4 verifies with the transaction coordinator that a
+transactional batch's partition was added to its transaction (KIP-890) and
+refuses it otherwise; samsa does not verify, and accepts transactional batches
+with the usual idempotence checks.
 """
 
 from __future__ import annotations

@@ -1,0 +1,55 @@
+"""DescribeProducers (key 61), version 0: the producers a partition remembers.
+
+Per partition: each producer's id, epoch, last sequence, last timestamp,
+coordinator epoch and the first offset of its ongoing transaction (-1 when
+none), from the partition's producer state. A partition not hosted here is
+UNKNOWN_TOPIC_OR_PARTITION. Deviation: producers are never expired
+(``producer.id.expiration.ms`` is not applied), so every producer the
+partition's log remembers is listed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.handlers import error_fields, respond
+from samsa.errors import KafkaError
+from samsa.protocol.codec import RequestHeader
+from samsa.types import TopicPartition
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+API_KEY = 61
+
+
+def register(broker: Broker) -> None:
+    replicas = broker.replica_manager
+
+    async def handle(header: RequestHeader, body: Any) -> Any:
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for index in topic.partition_indexes:
+                entry: dict[str, Any] = {"partition_index": index, "error_code": 0,
+                                         "error_message": None, "active_producers": []}  # fmt: skip
+                try:
+                    partition_log = replicas.partition(TopicPartition(topic.name, index)).log
+                    entry["active_producers"] = [
+                        {
+                            "producer_id": producer.producer_id,
+                            "producer_epoch": producer.epoch,
+                            "last_sequence": producer.last_sequence,
+                            "last_timestamp": producer.last_timestamp,
+                            "coordinator_epoch": producer.coordinator_epoch,
+                            "current_txn_start_offset": producer.current_txn_first_offset,
+                        }
+                        for producer in partition_log.producer_state.producers.values()
+                    ]
+                except KafkaError as exc:
+                    entry.update(error_fields(exc))
+                partitions.append(entry)
+            topics.append({"name": topic.name, "partitions": partitions})
+        return respond(header, {"throttle_time": 0, "topics": topics})
+
+    broker.registry.add(API_KEY, 0, 0, handle)

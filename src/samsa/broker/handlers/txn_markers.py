@@ -1,0 +1,48 @@
+"""WriteTxnMarkers (key 27), versions 1–2: the transaction coordinator's markers.
+
+Each marker is written to each partition it names (an acks=all append from the
+coordinator, see :meth:`ReplicaManager.write_txn_marker`); every partition
+gets its own error code. Version 0 was removed in Kafka 4 and is not served.
+Version 2 carries the transaction version: with 2 (KIP-890) a marker must
+come with an epoch above the producer's, which the coordinator bumped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.handlers import respond
+from samsa.protocol.codec import RequestHeader
+from samsa.types import TopicPartition
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+API_KEY = 27
+
+
+def register(broker: Broker) -> None:
+    replicas = broker.replica_manager
+
+    async def handle(header: RequestHeader, body: Any) -> Any:
+        markers = []
+        for marker in body.markers:
+            transaction_version = getattr(marker, "transaction_version", 0)
+            topics = []
+            for topic in marker.topics:
+                partitions = []
+                for index in topic.partition_indexes:
+                    code = await replicas.write_txn_marker(
+                        TopicPartition(topic.name, index),
+                        marker.producer_id,
+                        marker.producer_epoch,
+                        marker.transaction_result,
+                        marker.coordinator_epoch,
+                        transaction_version=transaction_version,
+                    )
+                    partitions.append({"partition_index": index, "error_code": code})
+                topics.append({"name": topic.name, "partitions": partitions})
+            markers.append({"producer_id": marker.producer_id, "topics": topics})
+        return respond(header, {"markers": markers})
+
+    broker.registry.add(API_KEY, 1, 2, handle)
