@@ -24,6 +24,11 @@ from samsa.broker.registry import ApiRegistry, RawResponse
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.cluster.local import LocalMetadataStore
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
+from samsa.coordinator.transaction.coordinator import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionConfig,
+    TransactionCoordinator,
+)
 from samsa.errors import SamsaError
 from samsa.protocol.codec import (
     RequestDecodeError,
@@ -79,6 +84,24 @@ class Broker:
                 retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
             ),
         )
+        self.txn_coordinator = TransactionCoordinator(
+            config["transaction.state.log.num.partitions"],
+            self._append_internal,
+            self.log_manager.clock,
+            self.replica_manager.write_txn_marker,
+            self.metadata.allocate_producer_id,
+            config=TransactionConfig(
+                max_timeout_ms=config["transaction.max.timeout.ms"],
+                abort_timed_out_interval_ms=config[
+                    "transaction.abort.timed.out.transaction.cleanup.interval.ms"
+                ],
+                remove_expired_interval_ms=config[
+                    "transaction.remove.expired.transaction.cleanup.interval.ms"
+                ],
+                transactional_id_expiration_ms=config["transactional.id.expiration.ms"],
+                offsets_topic_partitions=config["offsets.topic.num.partitions"],
+            ),
+        )
         self.registry = ApiRegistry()
         register_all(self)
         self.bound: list[BoundAddress] = []
@@ -104,6 +127,13 @@ class Broker:
         ]
         self.group_coordinator.load(offsets_logs)
         self.group_coordinator.start()
+        txn_logs = [
+            lg
+            for tp, lg in self.log_manager.all_logs().items()
+            if tp.topic == TRANSACTION_STATE_TOPIC
+        ]
+        self.txn_coordinator.load(txn_logs)
+        self.txn_coordinator.start()
         self.log_manager.start_background_tasks()
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
@@ -134,6 +164,7 @@ class Broker:
         for server in self._servers:
             server.close()
         await self.group_coordinator.shutdown()
+        await self.txn_coordinator.shutdown()
         self.replica_manager.shutdown()
         for connection in list(self._connections):
             connection.close()

@@ -46,6 +46,7 @@ def register_all(broker: Broker) -> None:
         producer_id,
         producers,
         topics,
+        transactions,
         txn_markers,
     )
 
@@ -61,6 +62,7 @@ def register_all(broker: Broker) -> None:
         cluster,
         configs,
         groups,
+        transactions,
         txn_markers,
         producers,
     ):

@@ -4,8 +4,9 @@ OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups.
 This broker coordinates every group. ``__consumer_offsets`` is created on the
 first FindCoordinator for a group, as Kafka creates it. The decisions live in
 :class:`~samsa.coordinator.group.coordinator.GroupCoordinator`; this module
-translates requests and responses of every served version. Transaction
-coordinators (key type 1) are answered COORDINATOR_NOT_AVAILABLE for now.
+translates requests and responses of every served version. FindCoordinator for
+a transactional id (key type 1) also answers this broker, after creating
+``__transaction_state`` (see :mod:`samsa.broker.handlers.transactions`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
+INVALID_REQUEST = 42
 # READ, DELETE and DESCRIBE: what any client may do to a group without ACLs.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 OPERATIONS_NOT_REQUESTED = -(2**31)
@@ -71,10 +74,19 @@ def register(broker: Broker) -> None:
         return {"node_id": broker.node_id, "host": listener.host, "port": listener.port}
 
     def coordinator_for(key: str, key_type: int) -> dict[str, Any]:
+        if key_type == TRANSACTION_KEY_TYPE:
+            from samsa.broker.handlers.transactions import ensure_transaction_topic
+
+            if not key:
+                return {"key": key, "node_id": -1, "host": "", "port": -1,
+                        "error_code": INVALID_REQUEST,
+                        "error_message": "empty transactional id"}  # fmt: skip
+            ensure_transaction_topic(broker)
+            return {"key": key, **listener_fields(), "error_code": 0, "error_message": None}
         if key_type != GROUP_KEY_TYPE:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": COORDINATOR_NOT_AVAILABLE,
-                    "error_message": "transaction coordination is not served yet"}  # fmt: skip
+                    "error_message": f"coordinator key type {key_type} is not served"}  # fmt: skip
         if not key:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": INVALID_GROUP_ID, "error_message": "empty group id"}  # fmt: skip

@@ -1,10 +1,13 @@
-"""InitProducerId (key 22), versions 0–5, for idempotent producers.
+"""InitProducerId (key 22), versions 0–5, for idempotent and transactional producers.
 
 A request without a transactional id gets a fresh producer id at epoch 0. With
 a producer id and epoch (v3+, KIP-360) an idempotent producer that lost track
 of its sequences gets the same id with the epoch bumped (a fresh id when the
-epoch would overflow). Transactional ids are answered COORDINATOR_NOT_AVAILABLE
-until the transaction coordinator exists.
+epoch would overflow). A request with a transactional id goes to the
+transaction coordinator, which bumps the id's epoch (fencing earlier producers,
+aborting their open transaction) and creates ``__transaction_state`` first if
+needed. PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below version 4,
+which introduced it.
 """
 
 from __future__ import annotations
@@ -12,25 +15,36 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import respond
+from samsa.broker.handlers.transactions import (
+    duration_ms,
+    ensure_transaction_topic,
+    for_version,
+)
 from samsa.protocol.codec import RequestHeader
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
 API_KEY = 22
-COORDINATOR_NOT_AVAILABLE = 15
 MAX_EPOCH = 32767
 
 
 def register(broker: Broker) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
-        if body.transactional_id is not None:
-            return respond(
-                header,
-                {"error_code": COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1},
-            )
         producer_id = getattr(body, "producer_id", -1)
         epoch = getattr(body, "producer_epoch", -1)
+        if body.transactional_id is not None:
+            if body.transactional_id:  # an empty id is refused without creating anything
+                ensure_transaction_topic(broker)
+            result = await broker.txn_coordinator.init_producer_id(
+                body.transactional_id, duration_ms(body.transaction_timeout), producer_id, epoch
+            )
+            error = for_version(result.error, header.api_version, fenced_since=4)
+            return respond(
+                header,
+                {"throttle_time": 0, "error_code": error, "producer_id": result.producer_id,
+                 "producer_epoch": result.producer_epoch},
+            )  # fmt: skip
         if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
             new_id, new_epoch = producer_id, epoch + 1
         else:

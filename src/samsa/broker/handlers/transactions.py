@@ -1,0 +1,292 @@
+"""Transaction APIs: AddPartitionsToTxn 0–5 (24), AddOffsetsToTxn 0–4 (25), EndTxn 0–5 (26),
+TxnOffsetCommit 0–5 (28), DescribeTransactions 0 (65), ListTransactions 0–1 (66).
+
+This broker coordinates every transactional id; ``__transaction_state`` is created
+on the first FindCoordinator for one (or the first transactional InitProducerId),
+as Kafka creates it. The decisions live in
+:class:`~samsa.coordinator.transaction.coordinator.TransactionCoordinator`; this
+module translates requests and responses of every served version.
+
+Versions and deviations:
+
+* PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH to the versions that
+  predate it (below 2 for AddPartitionsToTxn, AddOffsetsToTxn and EndTxn), and
+  TRANSACTION_ABORTABLE as INVALID_TXN_STATE below the versions that added it
+  (AddPartitionsToTxn 5, TxnOffsetCommit 4), as Kafka does.
+* AddPartitionsToTxn 4+ (Kafka's broker-to-coordinator form) is served with any
+  number of transactions: ``verify_only`` answers per partition whether it is in
+  the ongoing transaction and changes nothing; without it the partitions are
+  added as by versions 0–3. No authorization is checked (no ACLs here).
+* Transaction version 1 semantics only (this broker advertises no
+  ``transaction.version`` feature): EndTxn 5 answers producer id and epoch -1, as
+  Kafka does for transaction version 1 clients, and TxnOffsetCommit 5 still
+  needs AddOffsetsToTxn first.
+* TxnOffsetCommit checks the producer against the transaction coordinator's state
+  (its epoch, and an ongoing transaction holding the group's offsets partition)
+  rather than against the offsets partition's producer state and verification;
+  the error codes are the ones Kafka answers for each case.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.handlers import respond
+from samsa.broker.handlers.groups import ensure_offsets_topic
+from samsa.coordinator.group.records import OffsetValue
+from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
+from samsa.coordinator.transaction.state import (
+    COORDINATOR_NOT_AVAILABLE,
+    INVALID_PRODUCER_EPOCH,
+    INVALID_TXN_STATE,
+    NONE,
+    NOT_COORDINATOR,
+    OPERATION_NOT_ATTEMPTED,
+    PRODUCER_FENCED,
+    TRANSACTION_ABORTABLE,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
+from samsa.errors import KafkaError
+from samsa.protocol.codec import RequestHeader
+from samsa.types import TopicPartition
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
+DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+INVALID_GROUP_ID = 24
+OFFSET_METADATA_TOO_LARGE = 12
+INVALID_COMMIT_OFFSET_SIZE = 28
+# Offsets-partition append errors as Kafka's group coordinator answers them.
+_COMMIT_ERRORS = {
+    UNKNOWN_TOPIC_OR_PARTITION: COORDINATOR_NOT_AVAILABLE,
+    19: COORDINATOR_NOT_AVAILABLE,  # NOT_ENOUGH_REPLICAS
+    20: COORDINATOR_NOT_AVAILABLE,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    7: COORDINATOR_NOT_AVAILABLE,  # REQUEST_TIMED_OUT
+    6: NOT_COORDINATOR,  # NOT_LEADER_OR_FOLLOWER
+    56: NOT_COORDINATOR,  # KAFKA_STORAGE_ERROR
+    10: INVALID_COMMIT_OFFSET_SIZE,  # MESSAGE_TOO_LARGE
+    18: INVALID_COMMIT_OFFSET_SIZE,  # RECORD_LIST_TOO_LARGE
+}
+TRANSACTION_STATE_CONFIGS_FIXED = {"cleanup.policy": "compact"}
+
+
+def duration_ms(value: datetime.timedelta | int) -> int:
+    """Milliseconds of a kio duration field (kio decodes int32 durations as timedelta)."""
+    if isinstance(value, datetime.timedelta):
+        return int(value / datetime.timedelta(milliseconds=1))
+    return int(value)
+
+
+def ensure_transaction_topic(broker: Broker) -> None:
+    """Create ``__transaction_state`` (internal, compacted) unless it exists."""
+    if broker.metadata.get(TRANSACTION_STATE_TOPIC) is None:
+        configs = {
+            **TRANSACTION_STATE_CONFIGS_FIXED,
+            "segment.bytes": str(broker.config["transaction.state.log.segment.bytes"]),
+        }
+        info = broker.metadata.create_topic(
+            TRANSACTION_STATE_TOPIC, broker.txn_coordinator.partitions, configs, is_internal=True
+        )
+        broker.replica_manager.ensure_partitions(info)
+
+
+def _instant(timestamp_ms: int) -> datetime.datetime:
+    """A timestamp field that must be on the wire even when it is -1 (no transaction yet)."""
+    return datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC)
+
+
+def for_version(
+    error: int, version: int, *, fenced_since: int, abortable_since: int | None = None
+) -> int:
+    """The error code a request version understands (Kafka's older equivalents)."""
+    if error == PRODUCER_FENCED and version < fenced_since:
+        return INVALID_PRODUCER_EPOCH
+    if error == TRANSACTION_ABORTABLE and abortable_since is not None and version < abortable_since:
+        return INVALID_TXN_STATE
+    return error
+
+
+def _by_topic(codes: dict[TopicPartition, int]) -> list[dict[str, Any]]:
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for tp, code in codes.items():
+        topics.setdefault(tp.topic, []).append(
+            {"partition_index": tp.partition, "partition_error_code": code}
+        )
+    return [{"name": name, "results_by_partition": parts} for name, parts in topics.items()]
+
+
+def register(broker: Broker) -> None:
+    coordinator = broker.txn_coordinator
+    groups = broker.group_coordinator
+    metadata_max_bytes = broker.config["offset.metadata.max.bytes"]
+
+    # -- AddPartitionsToTxn ----------------------------------------------------------
+    async def add_one(
+        version: int, ids: tuple[str, int, int], topics: Any, verify_only: bool
+    ) -> dict[str, Any]:
+        transactional_id, producer_id, epoch = ids
+        wanted = list(
+            dict.fromkeys(TopicPartition(t.name, p) for t in topics for p in t.partitions)
+        )
+        if verify_only:
+            codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, wanted)
+        elif any(broker.replica_manager.get(tp) is None for tp in wanted):
+            codes = {
+                tp: UNKNOWN_TOPIC_OR_PARTITION
+                if broker.replica_manager.get(tp) is None
+                else OPERATION_NOT_ATTEMPTED
+                for tp in wanted
+            }
+        else:
+            error = await coordinator.add_partitions(transactional_id, producer_id, epoch, wanted)
+            codes = dict.fromkeys(wanted, error)
+        return {
+            "transactional_id": transactional_id,
+            "topic_results": _by_topic(
+                {
+                    tp: for_version(c, version, fenced_since=2, abortable_since=5)
+                    for tp, c in codes.items()
+                }
+            ),
+        }
+
+    async def add_partitions_to_txn(header: RequestHeader, body: Any) -> Any:
+        version = header.api_version
+        if version >= 4:
+            results = []
+            for t in body.transactions:
+                ids = (t.transactional_id, t.producer_id, t.producer_epoch)
+                results.append(await add_one(version, ids, t.topics, t.verify_only))
+            return respond(header, {"throttle_time": 0, "error_code": NONE,
+                                    "results_by_transaction": results})  # fmt: skip
+        ids = (
+            body.v3_and_below_transactional_id,
+            body.v3_and_below_producer_id,
+            body.v3_and_below_producer_epoch,
+        )
+        result = await add_one(version, ids, body.v3_and_below_topics, verify_only=False)
+        return respond(
+            header, {"throttle_time": 0, "results_by_topic_v3_and_below": result["topic_results"]}
+        )
+
+    # -- AddOffsetsToTxn, EndTxn -------------------------------------------------------
+    async def add_offsets_to_txn(header: RequestHeader, body: Any) -> Any:
+        ensure_offsets_topic(broker)  # its partition gets this transaction's marker
+        error = await coordinator.add_offsets(
+            body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
+        )
+        error = for_version(error, header.api_version, fenced_since=2, abortable_since=4)
+        return respond(header, {"throttle_time": 0, "error_code": error})
+
+    async def end_txn(header: RequestHeader, body: Any) -> Any:
+        error = await coordinator.end_txn(
+            body.transactional_id, body.producer_id, body.producer_epoch, body.committed
+        )
+        error = for_version(error, header.api_version, fenced_since=2, abortable_since=4)
+        return respond(header, {"throttle_time": 0, "error_code": error,
+                                "producer_id": -1, "producer_epoch": -1})  # fmt: skip
+
+    # -- TxnOffsetCommit ---------------------------------------------------------------
+    def offset_commit_error(header: RequestHeader, body: Any) -> int:
+        group = body.group_id
+        if not group:
+            return INVALID_GROUP_ID
+        generation = getattr(body, "generation_id", -1)
+        member = getattr(body, "member_id", "")
+        instance = getattr(body, "group_instance_id", None)
+        if generation >= 0 or member or instance is not None:
+            error = groups.validate_commit(group, generation, member, instance)
+            if error:
+                return error
+        error = coordinator.check_offset_commit(
+            body.transactional_id, body.producer_id, body.producer_epoch, group
+        )
+        if error == INVALID_TXN_STATE:
+            error = TRANSACTION_ABORTABLE  # what verification answers; older versions map back
+        return for_version(error, header.api_version, fenced_since=0, abortable_since=4)
+
+    async def txn_offset_commit(header: RequestHeader, body: Any) -> Any:
+        group_error = offset_commit_error(header, body)
+        now = broker.log_manager.clock()
+        accepted: dict[TopicPartition, OffsetValue] = {}
+        codes: dict[TopicPartition, int] = {}
+        for topic in body.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                metadata = p.committed_metadata or ""
+                code = group_error
+                if not code and broker.replica_manager.get(tp) is None:
+                    code = UNKNOWN_TOPIC_OR_PARTITION
+                if not code and len(metadata.encode()) > metadata_max_bytes:
+                    code = OFFSET_METADATA_TOO_LARGE
+                if not code:
+                    epoch = getattr(p, "committed_leader_epoch", -1)
+                    accepted[tp] = OffsetValue(p.committed_offset, epoch, metadata, now)
+                codes[tp] = code
+        if accepted:
+            ensure_offsets_topic(broker)
+            try:
+                await groups.commit_transactional(
+                    body.group_id, body.producer_id, body.producer_epoch, accepted
+                )
+            except KafkaError as exc:
+                failed = _COMMIT_ERRORS.get(exc.code, exc.code)
+                codes.update(dict.fromkeys(accepted, failed))
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, code in codes.items():
+            topics.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "error_code": code}
+            )
+        return respond(header, {
+            "throttle_time": 0,
+            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+        })  # fmt: skip
+
+    # -- admin -------------------------------------------------------------------------
+    async def describe_transactions(header: RequestHeader, body: Any) -> Any:
+        states = []
+        for d in coordinator.describe_transactions(body.transactional_ids):
+            topics: dict[str, list[int]] = {}
+            for tp in d.partitions:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+            if d.error:
+                # Kafka leaves the other fields at their defaults (zeros, no state).
+                states.append({"error_code": d.error, "transactional_id": d.transactional_id,
+                               "transaction_start_time": _instant(0)})  # fmt: skip
+                continue
+            states.append({
+                "error_code": d.error,
+                "transactional_id": d.transactional_id,
+                "transaction_state": d.state,
+                "transaction_timeout": d.timeout_ms,
+                "transaction_start_time": _instant(d.start_timestamp),
+                "producer_id": d.producer_id,
+                "producer_epoch": d.producer_epoch,
+                "topics": [{"topic": name, "partitions": ids} for name, ids in topics.items()],
+            })  # fmt: skip
+        return respond(header, {"throttle_time": 0, "transaction_states": states})
+
+    async def list_transactions(header: RequestHeader, body: Any) -> Any:
+        unknown, listed = coordinator.list_transactions(
+            body.state_filters, body.producer_id_filters, getattr(body, "duration_filter", -1)
+        )
+        return respond(header, {
+            "throttle_time": 0,
+            "error_code": NONE,
+            "unknown_state_filters": unknown,
+            "transaction_states": [
+                {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+                 "transaction_state": t.state}
+                for t in listed
+            ],
+        })  # fmt: skip
+
+    broker.registry.add(ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn)
+    broker.registry.add(ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn)
+    broker.registry.add(END_TXN, 0, 5, end_txn)
+    broker.registry.add(TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit)
+    broker.registry.add(DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions)
+    broker.registry.add(LIST_TRANSACTIONS, 0, 1, list_transactions)
