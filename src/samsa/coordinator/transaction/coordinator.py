@@ -100,7 +100,7 @@ log = logging.getLogger(__name__)
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 COORDINATOR_EPOCH = 0
-_MAX_MARKER_BACKOFF_S = 5.0
+_MAX_RETRY_BACKOFF_S = 5.0
 
 AppendFn = Callable[[TopicPartition, bytes], Awaitable[Any]]
 # (partition, producer id, producer epoch, commit, coordinator epoch) → Kafka error code
@@ -341,12 +341,18 @@ class TransactionCoordinator:
         return InitResult(NONE, txn.producer_id, txn.producer_epoch)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------
-    def _producer_error(self, txn: TransactionMetadata | None, producer_id: int, epoch: int) -> int:
+    def _producer_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[int, TransactionMetadata | None]:
+        """The id's metadata if the request's producer is its current one, else the error."""
+        if not transactional_id:
+            return INVALID_REQUEST, None
+        txn = self._txns.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
-            return INVALID_PRODUCER_ID_MAPPING
-        if txn.producer_epoch != epoch:
-            return PRODUCER_FENCED
-        return NONE
+            return INVALID_PRODUCER_ID_MAPPING, None
+        if txn.producer_epoch != producer_epoch:
+            return PRODUCER_FENCED, None
+        return NONE, txn
 
     async def add_partitions(
         self,
@@ -356,13 +362,9 @@ class TransactionCoordinator:
         partitions: Iterable[TopicPartition],
     ) -> int:
         """AddPartitionsToTxn: the partitions join the producer's (possibly new) transaction."""
-        if not transactional_id:
-            return INVALID_REQUEST
-        txn = self._txns.get(transactional_id)
-        error = self._producer_error(txn, producer_id, producer_epoch)
-        if error:
+        error, txn = self._producer_txn(transactional_id, producer_id, producer_epoch)
+        if txn is None:
             return error
-        assert txn is not None
         if txn.pending_state is not None or txn.state in PREPARING:
             return CONCURRENT_TRANSACTIONS
         wanted = frozenset(partitions)
@@ -392,14 +394,10 @@ class TransactionCoordinator:
         TRANSACTION_ABORTABLE for one that is not. Nothing changes.
         """
         wanted = list(partitions)
-        txn = self._txns.get(transactional_id)
-        if not transactional_id:
-            error = INVALID_REQUEST
-        else:
-            error = self._producer_error(txn, producer_id, producer_epoch)
-        if not error and txn is not None and txn.state in PREPARING:
-            error = CONCURRENT_TRANSACTIONS
-        if error or txn is None:
+        error, txn = self._producer_txn(transactional_id, producer_id, producer_epoch)
+        if txn is not None and txn.state in PREPARING:
+            error, txn = CONCURRENT_TRANSACTIONS, None
+        if txn is None:
             return dict.fromkeys(wanted, error)
         return {tp: NONE if tp in txn.partitions else TRANSACTION_ABORTABLE for tp in wanted}
 
@@ -432,13 +430,9 @@ class TransactionCoordinator:
         A retry after the transaction completed the same way answers NONE; one that
         asks for the other outcome, or for an Empty transaction, INVALID_TXN_STATE.
         """
-        if not transactional_id:
-            return INVALID_REQUEST
-        txn = self._txns.get(transactional_id)
-        error = self._producer_error(txn, producer_id, producer_epoch)
-        if error:
+        error, txn = self._producer_txn(transactional_id, producer_id, producer_epoch)
+        if txn is None:
             return error
-        assert txn is not None
         if txn.pending_state is not None:
             return CONCURRENT_TRANSACTIONS
         state = txn.state
@@ -487,7 +481,8 @@ class TransactionCoordinator:
             )
             backoff = self.config.marker_retry_backoff_ms / 1000
             while await self._write(txn, txn.complete(self._clock())):
-                await asyncio.sleep(backoff)
+                await asyncio.sleep(backoff)  # the outcome is decided; only the record is late
+                backoff = min(backoff * 2, _MAX_RETRY_BACKOFF_S)
             log.info(
                 "transactional id %s: %s of producer %d epoch %d complete (%d partitions)",
                 txn.transactional_id,
@@ -525,7 +520,7 @@ class TransactionCoordinator:
                 return
             log.info("transaction marker to %s failed with error %d; retrying", tp, error)
             await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_MARKER_BACKOFF_S)
+            delay = min(delay * 2, _MAX_RETRY_BACKOFF_S)
 
     # -- timeouts and expiry -----------------------------------------------------------
     async def abort_timed_out_transactions(self) -> int:
@@ -594,8 +589,9 @@ class TransactionCoordinator:
     ) -> tuple[list[str], list[TransactionListing]]:
         """ListTransactions: ``(unknown state filters, matching transactional ids)``.
 
-        Empty filters match everything; ``duration_filter_ms`` ≥ 0 keeps ids whose
-        transaction started longer ago than that.
+        Empty filters match everything; ``duration_filter_ms`` ≥ 0 (v1, KIP-994) keeps
+        ids whose last transaction started longer ago than that, leaving out ids that
+        never started one (start timestamp -1).
         """
         names = list(state_filters)
         unknown = [name for name in names if TransactionState.from_kafka_name(name) is None]
@@ -610,7 +606,9 @@ class TransactionCoordinator:
                 continue
             if names and txn.state not in states:
                 continue
-            if duration_filter_ms >= 0 and now - txn.start_timestamp <= duration_filter_ms:
+            if duration_filter_ms >= 0 and (
+                txn.start_timestamp < 0 or now - txn.start_timestamp <= duration_filter_ms
+            ):
                 continue
             found.append(
                 TransactionListing(txn.transactional_id, txn.producer_id, txn.state.kafka_name)
