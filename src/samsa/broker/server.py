@@ -102,6 +102,8 @@ class Broker:
                 offsets_topic_partitions=config["offsets.topic.num.partitions"],
             ),
         )
+        # Markers written to __consumer_offsets publish or drop transactional offset commits.
+        self.replica_manager.on_txn_marker = self.group_coordinator.on_txn_marker
         self.registry = ApiRegistry()
         register_all(self)
         self.bound: list[BoundAddress] = []
