@@ -118,7 +118,7 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("transactional.id.expiration.ms", _I, 604_800_000,
                   "Forget an idle transactional id after this long.", at_least(1)),
         ConfigKey("producer.id.expiration.ms", _I, 86_400_000,
-                  "Forget an idle producer's state after this long.", at_least(1)),
+                  "Accepted; idle producer state is not expired yet.", at_least(1)),
         ConfigKey("group.initial.rebalance.delay.ms", _I, 3000, "First rebalance delay.",
                   at_least(0)),
         ConfigKey("group.min.session.timeout.ms", _I, 6000, "Shortest session timeout.",
