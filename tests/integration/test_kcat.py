@@ -46,4 +46,7 @@ def test_kcat_round_trips_keyed_lines_compressed_with_each_codec(
         # Produce ranges it advertises (checked with both from 0); the data still round-trips.
         assert codecs <= {CompressionType.LZ4, CompressionType.NONE}
     else:
-        assert codecs == {CompressionType[codec.upper()]}
+        # librdkafka sends a batch uncompressed when compressing would not shrink it (a
+        # small batch cut by linger timing on a busy machine), so NONE may appear too.
+        assert CompressionType[codec.upper()] in codecs
+        assert codecs <= {CompressionType[codec.upper()], CompressionType.NONE}
