@@ -483,7 +483,7 @@ class TransactionCoordinator:
             while await self._write(txn, txn.complete(self._clock())):
                 await asyncio.sleep(backoff)  # the outcome is decided; only the record is late
                 backoff = min(backoff * 2, _MAX_RETRY_BACKOFF_S)
-            log.info(
+            log.debug(
                 "transactional id %s: %s of producer %d epoch %d complete (%d partitions)",
                 txn.transactional_id,
                 "commit" if commit else "abort",
