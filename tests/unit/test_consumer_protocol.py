@@ -18,7 +18,8 @@ from kafka.protocol.consumer.metadata import (
     ConsumerProtocolSubscription,
 )
 
-from samsa.coordinator.group.consumer_protocol import (
+from samsa.errors import CorruptRecordError
+from samsa.protocol.consumer_protocol import (
     Assignment,
     Subscription,
     encode_assignment,
@@ -26,7 +27,6 @@ from samsa.coordinator.group.consumer_protocol import (
     parse_assignment,
     parse_subscription,
 )
-from samsa.errors import CorruptRecordError
 
 OWNED = (("orders", (0, 2)), ("payments", ()))
 

@@ -30,7 +30,6 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from samsa.coordinator.group.consumer_protocol import parse_subscription
 from samsa.coordinator.group.group import (
     COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,
@@ -70,6 +69,7 @@ from samsa.coordinator.group.records import (
     partition_for,
 )
 from samsa.errors import CorruptRecordError, KafkaError
+from samsa.protocol.consumer_protocol import parse_subscription
 from samsa.records import RecordBatchBuilder, iter_records, read_batch
 from samsa.records.control import parse_end_transaction_marker
 from samsa.storage import Log
