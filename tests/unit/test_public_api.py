@@ -14,7 +14,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_top_level_exports_are_pinned() -> None:
-    assert sorted(samsa.__all__) == ["KafkaError", "SamsaError", "__version__"]
+    assert sorted(samsa.__all__) == [
+        "Admin",
+        "AsyncAdmin",
+        "KafkaError",
+        "SamsaError",
+        "__version__",
+    ]
 
 
 def test_storage_exports_are_pinned() -> None:

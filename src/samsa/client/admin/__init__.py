@@ -1,0 +1,46 @@
+"""The admin client (:class:`AsyncAdmin`, :class:`Admin`) and the values it takes and returns."""
+
+from samsa.client.admin.client import Admin, AsyncAdmin
+from samsa.client.admin.types import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ClusterDescription,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ConfigSynonym,
+    GroupDescription,
+    GroupListing,
+    ListOffsetsResult,
+    MemberDescription,
+    NewTopic,
+    Node,
+    OffsetAndMetadata,
+    OffsetSpec,
+    PartitionDescription,
+    ResourceType,
+    TopicDescription,
+)
+
+__all__ = [
+    "Admin",
+    "AlterConfigOp",
+    "AlterConfigOpType",
+    "AsyncAdmin",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigSource",
+    "ConfigSynonym",
+    "GroupDescription",
+    "GroupListing",
+    "ListOffsetsResult",
+    "MemberDescription",
+    "NewTopic",
+    "Node",
+    "OffsetAndMetadata",
+    "OffsetSpec",
+    "PartitionDescription",
+    "ResourceType",
+    "TopicDescription",
+]
