@@ -4,7 +4,7 @@ Groups of protocol type ``consumer`` carry these as opaque bytes in JoinGroup
 (``ConsumerProtocolSubscription``) and SyncGroup (``ConsumerProtocolAssignment``).
 Both sides read them: the group coordinator (subscribed topics, for describe and
 offset deletion) and a consumer group leader's assignors (``samsa.client.consumer``).
-Both start with an int16 version and are non-flexible in every version (classic
+The payloads start with an int16 version and are non-flexible in every version (classic
 strings, bytes and arrays)::
 
     Subscription v0–3: topics:[string] user_data:nullable_bytes
@@ -17,6 +17,12 @@ Like Kafka, a version above 3 is read as version 3 (later versions may only appe
 fields), and bytes after the known fields are ignored: clients send both. An empty
 assignment is legal and means the member was given nothing. Everything else that
 is malformed raises ``CorruptRecordError``.
+
+The sticky assignors put their state in ``user_data``. The eager ``sticky`` one
+sends StickyAssignorUserData, which has no version field: v0 is
+``previous_assignment:[topic:string partitions:[int32]]``, v1 appends
+``generation:int32``. ``cooperative-sticky`` sends ``generation:int32`` alone (for
+groups whose members speak subscription v0 or v1, which lack ``generation_id``).
 """
 
 from __future__ import annotations
@@ -37,8 +43,10 @@ __all__ = [
     "Assignment",
     "Subscription",
     "encode_assignment",
+    "encode_sticky_user_data",
     "encode_subscription",
     "parse_assignment",
+    "parse_sticky_user_data",
     "parse_subscription",
 ]
 
@@ -136,3 +144,16 @@ def encode_assignment(a: Assignment) -> bytes:
         + _encode_topic_partitions(a.partitions)
         + encode_nullable_bytes(a.user_data)
     )
+
+
+def encode_sticky_user_data(previous_assignment: TopicPartitions, generation: int) -> bytes:
+    """StickyAssignorUserData v1: the member's previous assignment and its generation."""
+    return _encode_topic_partitions(previous_assignment) + _I32.pack(generation)
+
+
+def parse_sticky_user_data(data: bytes) -> tuple[TopicPartitions, int]:
+    """The previous assignment and generation of StickyAssignorUserData (-1 for v0)."""
+    reader = WireReader(data, "sticky assignor user data")
+    previous_assignment = _read_topic_partitions(reader)
+    generation = reader.read_int32() if reader.remaining >= _I32.size else -1
+    return previous_assignment, generation
