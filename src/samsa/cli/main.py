@@ -55,6 +55,12 @@ def _serve(args: argparse.Namespace) -> int:
     return uvloop.run(run())
 
 
+def _dump_log(args: argparse.Namespace) -> int:
+    from samsa.cli.dump_log import run
+
+    return run(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="samsa", description="A streaming platform that speaks the Kafka protocol."
@@ -70,6 +76,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="set a broker property (repeatable), e.g. --override log.dirs=./data",
     )
     serve.set_defaults(func=_serve)
+    dump_log = sub.add_parser(
+        "dump-log",
+        help="print the batches, records and index entries of log files (kafka-dump-log)",
+        description="Print what segment (.log), index (.index, .timeindex, .txnindex) and "
+        "producer snapshot (.snapshot) files hold, in kafka-dump-log's format.",
+    )
+    dump_log.add_argument("paths", nargs="*", metavar="FILE", help="files to dump")
+    dump_log.add_argument("--files", metavar="FILE,FILE", help="files to dump, comma-separated")
+    dump_log.add_argument(
+        "--print-data-log",
+        action="store_true",
+        help="print each record with its key and payload (implies --deep-iteration)",
+    )
+    dump_log.add_argument(
+        "--deep-iteration", action="store_true", help="print each record's offset, sizes, headers"
+    )
+    dump_log.add_argument(
+        "--skip-record-metadata",
+        action="store_true",
+        help="with --print-data-log, print keys and payloads only",
+    )
+    dump_log.add_argument(
+        "--max-bytes", type=int, metavar="N", help="read only the first N bytes of .log files"
+    )
+    dump_log.set_defaults(func=_dump_log)
     return parser
 
 
