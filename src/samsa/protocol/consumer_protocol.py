@@ -30,13 +30,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from samsa.coordinator.group.records import (
+from samsa.errors import CorruptRecordError
+from samsa.protocol.wire import (
     WireReader,
     encode_nullable_bytes,
     encode_nullable_string,
     encode_string,
 )
-from samsa.errors import CorruptRecordError
 
 __all__ = [
     "PROTOCOL_TYPE",

@@ -28,6 +28,12 @@ import struct
 from dataclasses import dataclass
 
 from samsa.errors import CorruptRecordError
+from samsa.protocol.wire import (
+    WireReader,
+    encode_nullable_bytes,
+    encode_nullable_string,
+    encode_string,
+)
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -39,7 +45,6 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _VALUE_HEAD = struct.Struct(">hqi")  # version, offset, leader epoch
-_MAX_VARINT_BYTES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,132 +88,6 @@ class GroupMetadataValue:
     leader: str | None
     current_state_timestamp: int  # -1 when absent (versions < 2)
     members: tuple[MemberMetadata, ...]
-
-
-class WireReader:
-    """Reads Kafka's primitive types from ``data``, checking every length before it slices.
-
-    Anything malformed — a length or count past the end, a negative length other
-    than the null marker, a varint longer than five bytes, invalid UTF-8 — raises
-    ``CorruptRecordError`` naming ``what``. Set ``flexible`` to read compact strings,
-    bytes and arrays instead of classic ones. Not thread-safe; one reader per record.
-    """
-
-    __slots__ = ("_data", "_position", "flexible", "what")
-
-    def __init__(self, data: bytes, what: str) -> None:
-        self._data = data
-        self._position = 0
-        self.flexible = False
-        self.what = what
-
-    @property
-    def remaining(self) -> int:
-        return len(self._data) - self._position
-
-    def _corrupt(self, reason: str) -> CorruptRecordError:
-        return CorruptRecordError(f"{self.what}: {reason} at byte {self._position}")
-
-    def _take(self, size: int) -> bytes:
-        if size > self.remaining:
-            raise self._corrupt(f"{size} bytes needed, {self.remaining} remain")
-        start = self._position
-        self._position += size
-        return self._data[start : self._position]
-
-    def read_int16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def read_int32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def read_int64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def read_uvarint(self) -> int:
-        value = 0
-        for index in range(_MAX_VARINT_BYTES):
-            byte = self._take(1)[0]
-            value |= (byte & 0x7F) << (7 * index)
-            if not byte & 0x80:
-                if value > 0xFFFFFFFF:
-                    raise self._corrupt("unsigned varint exceeds 32 bits")
-                return value
-        raise self._corrupt("unsigned varint is longer than five bytes")
-
-    def _length(self, classic: struct.Struct) -> int | None:
-        """A string, bytes or array length; None for the null marker."""
-        if self.flexible:
-            encoded = self.read_uvarint()
-            return None if encoded == 0 else encoded - 1
-        (length,) = classic.unpack(self._take(classic.size))
-        if length < -1:
-            raise self._corrupt(f"negative length {length}")
-        return None if length == -1 else int(length)
-
-    def read_nullable_string(self) -> str | None:
-        length = self._length(_I16)
-        if length is None:
-            return None
-        raw = self._take(length)
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as exc:
-            raise self._corrupt("string is not valid UTF-8") from exc
-
-    def read_string(self) -> str:
-        value = self.read_nullable_string()
-        if value is None:
-            raise self._corrupt("non-nullable string is null")
-        return value
-
-    def read_nullable_bytes(self) -> bytes | None:
-        length = self._length(_I32)
-        return None if length is None else self._take(length)
-
-    def read_bytes(self) -> bytes:
-        value = self.read_nullable_bytes()
-        if value is None:
-            raise self._corrupt("non-nullable bytes are null")
-        return value
-
-    def read_array_count(self, min_item_size: int = 1) -> int:
-        """A non-nullable array's element count, refused when the remaining bytes cannot hold it."""
-        count = self._length(_I32)
-        if count is None:
-            raise self._corrupt("non-nullable array is null")
-        if count * min_item_size > self.remaining:
-            raise self._corrupt(f"array of {count} elements exceeds the remaining bytes")
-        return count
-
-    def read_int32_array(self) -> tuple[int, ...]:
-        count = self.read_array_count(min_item_size=4)
-        return tuple(struct.unpack(f">{count}i", self._take(4 * count)))
-
-    def skip_tagged_fields(self) -> None:
-        """Skip a flexible struct's tagged fields; none of the formats here defines one."""
-        for _ in range(self.read_uvarint()):
-            self.read_uvarint()  # tag
-            self._take(self.read_uvarint())
-
-    def expect_end(self) -> None:
-        if self.remaining:
-            raise self._corrupt(f"{self.remaining} bytes follow the end")
-
-
-def encode_string(value: str) -> bytes:
-    """A classic (int16-length) string."""
-    raw = value.encode()
-    return _I16.pack(len(raw)) + raw
-
-
-def encode_nullable_string(value: str | None) -> bytes:
-    return _I16.pack(-1) if value is None else encode_string(value)
-
-
-def encode_nullable_bytes(value: bytes | None) -> bytes:
-    """Classic (int32-length) bytes."""
-    return _I32.pack(-1) if value is None else _I32.pack(len(value)) + value
 
 
 def _read_string(data: bytes, position: int) -> tuple[str, int]:

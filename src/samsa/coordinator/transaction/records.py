@@ -30,8 +30,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from samsa.coordinator.group.records import WireReader, encode_string
 from samsa.errors import CorruptRecordError
+from samsa.protocol.wire import WireReader, encode_string
 
 TRANSACTION_LOG_KEY_VERSION = 0
 TRANSACTION_LOG_VALUE_VERSION = 1
