@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from samsa.errors import SamsaError
@@ -61,6 +63,16 @@ def _dump_log(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _admin_tool(module: str) -> Callable[[argparse.Namespace], int]:
+    """Run ``samsa.cli.<module>``, imported only now: each tool parses its own flags."""
+
+    def run(args: argparse.Namespace) -> int:
+        tool = importlib.import_module(f"samsa.cli.{module}")
+        return int(tool.run(args))
+
+    return run
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="samsa", description="A streaming platform that speaks the Kafka protocol."
@@ -101,6 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-bytes", type=int, metavar="N", help="read only the first N bytes of .log files"
     )
     dump_log.set_defaults(func=_dump_log)
+    for name, module, summary in (
+        ("topics", "topics", "create, list, describe, alter and delete topics (kafka-topics)"),
+        ("consumer-groups", "consumer_groups",
+         "list, describe, reset and delete consumer groups (kafka-consumer-groups)"),
+    ):  # fmt: skip
+        # Every argument goes to the tool's own parser (prefix_chars no flag can use).
+        tool = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")
+        tool.add_argument("argv", nargs=argparse.REMAINDER)
+        tool.set_defaults(func=_admin_tool(module))
     return parser
 
 
