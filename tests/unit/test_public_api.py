@@ -17,7 +17,9 @@ def test_top_level_exports_are_pinned() -> None:
     assert sorted(samsa.__all__) == [
         "Admin",
         "AsyncAdmin",
+        "AsyncProducer",
         "KafkaError",
+        "Producer",
         "SamsaError",
         "__version__",
     ]

@@ -5,5 +5,6 @@ broker and use nothing of samsa's broker, storage or coordinators.
 """
 
 from samsa.client.admin import Admin, AsyncAdmin
+from samsa.client.producer import AsyncProducer, Producer
 
-__all__ = ["Admin", "AsyncAdmin"]
+__all__ = ["Admin", "AsyncAdmin", "AsyncProducer", "Producer"]

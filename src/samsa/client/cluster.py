@@ -164,6 +164,14 @@ class Cluster:
             )
         await self.refresh()
 
+    def start_background(self) -> None:
+        """Start background refreshes and ask for one, without waiting for it."""
+        if self._maintain_task is None:
+            self._maintain_task = asyncio.get_running_loop().create_task(
+                self._maintain(), name=f"samsa-metadata-{self.client_id}"
+            )
+        self.request_update()
+
     async def close(self) -> None:
         """Stop refreshing and close every pooled connection."""
         self._closed = True
@@ -350,6 +358,24 @@ class Cluster:
             task.add_done_callback(lambda _t: self._connecting.pop(node_id, None))
         return await asyncio.shield(task)
 
+    def ready_connection(
+        self, node_id: int, on_ready: Callable[[], object] | None = None
+    ) -> BrokerConnection | None:
+        """The shared connection to ``node_id`` if it is open now; else start opening it
+        (``on_ready`` is called when that attempt ends) and return None."""
+        if self._closed:
+            return None
+        connection = self._connections.get(node_id)
+        if connection is not None and connection.usable:
+            return connection
+        task = self._connecting.get(node_id)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self.connection(node_id))
+            task.add_done_callback(_retrieve)
+        if on_ready is not None:
+            task.add_done_callback(lambda _t: on_ready())
+        return None
+
     async def _connect(self, node_id: int) -> BrokerConnection:
         attempts, failed_at = self._failures.get(node_id, (0, 0.0))
         if attempts:
@@ -496,6 +522,13 @@ class Cluster:
                     ) from exc
                 log.debug("%s: retrying %s after %s", self.client_id, what, exc)
                 await asyncio.sleep(delay_s)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Fetch a background task's exception, so asyncio does not log it as never retrieved
+    (a failed connection attempt is already logged and counted for backoff)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _loop_time(monotonic_deadline: float) -> float:

@@ -304,6 +304,26 @@ class BrokerConnection:
         ``timeout_ms`` defaults to ``request_timeout_ms``; a long-poll Fetch
         passes its wait plus that.
         """
+        future = self.send(api_key, body, version=version, expect_response=expect_response)
+        await self.drain()
+        if future is None:
+            return None
+        return await self.wait(future, timeout_ms)
+
+    def send(
+        self,
+        api_key: int,
+        body: Mapping[str, Any] | Any,
+        *,
+        version: int | None = None,
+        expect_response: bool = True,
+    ) -> asyncio.Future[Any] | None:
+        """Write one request now, without waiting; return the future of its response.
+
+        Requests written by successive calls reach the broker in that order (the
+        producer relies on it for its sequence numbers). Await the future with
+        :meth:`wait`, which applies the request timeout. None when no response comes.
+        """
         if self._failure is not None:
             raise self._failure
         writer = self._writer
@@ -318,14 +338,16 @@ class BrokerConnection:
         self._next_correlation_id = (correlation_id + 1) & 0x7FFFFFFF
         frame = encode_request(api_key, version, correlation_id, self.client_id, body)
         self.last_used = time.monotonic()
-        if not expect_response:
-            writer.write(frame)
-            await self._drain(writer)
-            return None
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append(_Pending(correlation_id, codec, future))
+        future: asyncio.Future[Any] | None = None
+        if expect_response:
+            future = asyncio.get_running_loop().create_future()
+            self._pending.append(_Pending(correlation_id, codec, future))
         writer.write(frame)
-        await self._drain(writer)
+        return future
+
+    async def wait(self, future: asyncio.Future[Any], timeout_ms: int | None = None) -> Any:
+        """The response ``future`` (from :meth:`send`) resolves to, within ``timeout_ms``
+        (default ``request_timeout_ms``); after that the connection is closed."""
         timeout_s = (self.request_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         try:
             async with asyncio.timeout(timeout_s):
@@ -339,11 +361,15 @@ class BrokerConnection:
             )
             raise error_for(
                 REQUEST_TIMED_OUT,
-                f"no response to api {api_key} v{version} from node {self.node_id} "
-                f"({self.host}:{self.port}) within {timeout_s * 1000:.0f} ms",
+                f"no response from node {self.node_id} ({self.host}:{self.port}) within "
+                f"{timeout_s * 1000:.0f} ms",
             ) from None
 
-    async def _drain(self, writer: asyncio.StreamWriter) -> None:
+    async def drain(self) -> None:
+        """Wait until the socket's send buffer is below its high-water mark."""
+        writer = self._writer
+        if writer is None:
+            raise self._failure or ClientClosedError(f"{self!r} is not open")
         try:
             await writer.drain()
         except OSError as exc:

@@ -1,0 +1,480 @@
+"""The asyncio producer: send() places records in batches; the sender delivers them.
+
+``send()`` serializes the record and reserves its size from ``buffer.memory``
+(waiting up to ``max.block.ms``), then hands it to the accumulator under the
+partition the partitioner picks. A record for a topic the metadata does not
+know yet waits (behind the earlier records of that topic) until a refresh
+brings the topic — auto-created brokers answer with the new topic — or
+``max.block.ms`` passes. The record's future resolves to its
+:class:`~samsa.client.producer.types.RecordMetadata` once the broker has it.
+
+Errors found before a record is accepted (a value that is not bytes, a record
+larger than ``max.request.size``, memory that stays full) raise from send();
+errors after (no metadata in time, delivery failed or timed out) fail the
+record's future and reach its callback.
+
+Everything here runs on one event loop; :meth:`AsyncProducer.send_threadsafe`
+is the one entry for other threads (the blocking ``Producer``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import logging
+import time
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple, Self
+
+from samsa.client.cluster import Cluster, PartitionMetadata
+from samsa.client.config import ClientConfig, producer_config
+from samsa.client.errors import ClientClosedError, ClientTimeoutError, error_for
+from samsa.client.producer.accumulator import (
+    RECORD_OVERHEAD,
+    BufferMemory,
+    Future,
+    ProducerBatch,
+    RecordAccumulator,
+)
+from samsa.client.producer.idempotence import IdempotenceState
+from samsa.client.producer.partitioner import StickyPartitioner, partition_for_key
+from samsa.client.producer.sender import Sender
+from samsa.client.producer.types import DeliveryCallback, RecordMetadata
+from samsa.errors import for_code
+from samsa.records import CompressionType
+from samsa.records.record import Header
+from samsa.types import TopicPartition
+
+__all__ = ["AsyncProducer", "PreparedRecord"]
+
+log = logging.getLogger(__name__)
+
+MessageTooLargeError = for_code(10)
+UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE = 3, 5
+_producer_ids = itertools.count(1)
+Headers = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None]
+
+
+class PreparedRecord(NamedTuple):
+    """A record serialized and sized, ready for the accumulator."""
+
+    topic: str
+    partition: int | None
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+    timestamp: int
+    size: int
+
+
+class _Waiting(NamedTuple):
+    record: PreparedRecord
+    future: Future | None
+    callback: DeliveryCallback | None
+    deadline: float
+
+
+def _as_bytes(data: Any, what: str) -> bytes | None:
+    if data is None or isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(
+        f"the record's {what} is a {type(data).__name__}: give bytes, or configure "
+        f"{what}.serializer"
+    )
+
+
+class AsyncProducer:
+    """Kafka producer, asyncio flavour: ``fut = await producer.send(...)``; ``await fut``.
+
+    Use ``async with AsyncProducer(config)`` or :meth:`start` and :meth:`close`.
+    """
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.config: ClientConfig = producer_config(config)
+        config = self.config
+        self.client_id: str = config["client.id"] or f"samsa-producer-{next(_producer_ids)}"
+        self._cluster = Cluster(config, client_id=self.client_id, allow_auto_topic_creation=True)
+        self._memory = BufferMemory(config["buffer.memory"], self._wakeup_threadsafe)
+        self._accumulator = RecordAccumulator(
+            batch_size=config["batch.size"],
+            linger_ms=config["linger.ms"],
+            compression=CompressionType[config["compression.type"].upper()],
+            memory=self._memory,
+            retry_backoff=self._cluster.retry_backoff,
+            delivery_timeout_ms=config["delivery.timeout.ms"],
+        )
+        self._idempotence = IdempotenceState() if config["enable.idempotence"] else None
+        self._partitioner = StickyPartitioner(config["batch.size"])
+        self._ignore_keys: bool = config["partitioner.ignore.keys"]
+        self._key_serializer = config["key.serializer"]
+        self._value_serializer = config["value.serializer"]
+        self._max_block_s = config["max.block.ms"] / 1000
+        self._waiting: dict[str, deque[_Waiting]] = {}
+        self._handoff: deque[tuple[PreparedRecord, Future | None, DeliveryCallback | None]]
+        self._handoff = deque()
+        self._handoff_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sender: Sender | None = None
+        self._sender_task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the sender and background metadata refreshes (no connection is awaited)."""
+        if self._sender is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._sender = Sender(
+            cluster=self._cluster,
+            accumulator=self._accumulator,
+            idempotence=self._idempotence,
+            config=self.config,
+            before_round=self._place_waiting,
+        )
+        self._cluster.start_background()
+        self._sender_task = self._loop.create_task(
+            self._sender.run(), name=f"samsa-sender-{self.client_id}"
+        )
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError(f"producer {self.client_id} was closed")
+        sender = self._sender
+        if sender is not None and sender.fatal_error is not None:
+            raise sender.fatal_error
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Deliver what was sent (waiting up to ``timeout`` seconds, None: no limit), then
+        stop. Records still undelivered at the timeout fail with ClientClosedError."""
+        if self._closed:
+            return
+        self._closed = True
+        sender = self._sender
+        if sender is None:
+            await self._cluster.close()
+            return
+        self._accumulator.closing = True
+        try:
+            async with asyncio.timeout(timeout):
+                await self.flush()
+            await sender.stop()
+        except TimeoutError:
+            error = ClientClosedError(
+                f"producer {self.client_id} was closed before these records were delivered"
+            )
+            self._fail_waiting(error)
+            await sender.stop(abort=error)
+        if self._sender_task is not None:
+            await self._sender_task
+        await self._cluster.close()
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def prepare(
+        self,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> PreparedRecord:
+        """Serialize and size a record (thread-safe, no I/O). Raises TypeError, ValueError
+        or MessageTooLargeError for a record that can never be sent."""
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, not {topic!r}")
+        if partition is not None and (not isinstance(partition, int) or partition < 0):
+            raise ValueError(f"partition must be an int >= 0 (or None), not {partition!r}")
+        if self._key_serializer is not None and key is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None and value is not None:
+            value = self._value_serializer(value)
+        key_bytes, value_bytes = _as_bytes(key, "key"), _as_bytes(value, "value")
+        items = headers.items() if isinstance(headers, Mapping) else headers or ()
+        header_list = tuple((str(k), _as_bytes(v, f"header {k!r}")) for k, v in items)
+        size = (
+            RECORD_OVERHEAD
+            + (len(key_bytes) if key_bytes is not None else 0)
+            + (len(value_bytes) if value_bytes is not None else 0)
+            + sum(len(k) + len(v or b"") + 10 for k, v in header_list)
+        )  # fmt: skip
+        for limit_name in ("max.request.size", "buffer.memory"):
+            if size > self.config[limit_name]:
+                raise MessageTooLargeError(
+                    f"the record is {size} bytes when serialized, larger than "
+                    f"{limit_name}={self.config[limit_name]}"
+                )
+        ts = time.time_ns() // 1_000_000 if timestamp is None else int(timestamp)
+        return PreparedRecord(topic, partition, key_bytes, value_bytes, header_list, ts, size)
+
+    async def send(
+        self,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+        on_delivery: DeliveryCallback | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Accept a record for sending; return the future of its RecordMetadata.
+
+        Waits only for memory (``max.block.ms``). ``timestamp`` is epoch milliseconds
+        (default: now). ``on_delivery(metadata, error)`` runs on delivery or failure.
+        """
+        record = self.prepare(
+            topic, value, key=key, headers=headers, partition=partition, timestamp=timestamp
+        )
+        await self.start()
+        self._check_open()
+        await self._memory.reserve(record.size, self._max_block_s)
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        self._accept(record, future, on_delivery)
+        return future
+
+    async def send_and_wait(
+        self,
+        topic: str,
+        value: Any = None,
+        *,
+        key: Any = None,
+        headers: Headers | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait for its delivery."""
+        future = await self.send(
+            topic, value, key=key, headers=headers, partition=partition, timestamp=timestamp
+        )
+        return await future
+
+    def reserve_blocking(self, record: PreparedRecord, *, wait: bool = True) -> None:
+        """Reserve ``record``'s memory on the calling thread (not the loop's), waiting up to
+        max.block.ms when ``wait``; raises BufferExhaustedError, or ClientClosedError."""
+        self._check_open()
+        if not self._memory.try_reserve(record.size):
+            self._memory.reserve_blocking(record.size, self._max_block_s if wait else 0)
+
+    def send_threadsafe(
+        self,
+        record: PreparedRecord,
+        future: concurrent.futures.Future[RecordMetadata] | None,
+        on_delivery: DeliveryCallback | None,
+    ) -> None:
+        """Hand a record whose memory :meth:`reserve_blocking` reserved to the loop, from
+        any thread.
+
+        Records handed over from one thread keep their order.
+        """
+        self._handoff.append((record, future, on_delivery))
+        if not self._handoff_scheduled:
+            self._handoff_scheduled = True
+            assert self._loop is not None, "start() the producer first"
+            self._loop.call_soon_threadsafe(self._drain_handoff)
+
+    def _drain_handoff(self) -> None:
+        self._handoff_scheduled = False  # before draining: a later handoff schedules anew
+        handoff = self._handoff
+        while handoff:
+            record, future, callback = handoff.popleft()
+            if self._closed and self._sender is None:
+                self._memory.release(record.size)
+                error = ClientClosedError(f"producer {self.client_id} was closed")
+                if future is not None:
+                    future.set_exception(error)
+                continue
+            self._accept(record, future, callback)
+
+    def _wakeup_threadsafe(self) -> None:
+        loop, sender = self._loop, self._sender
+        if loop is not None and sender is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(sender.wakeup)
+
+    def _accept(
+        self, record: PreparedRecord, future: Future | None, callback: DeliveryCallback | None
+    ) -> None:
+        topic = record.topic
+        waiting = self._waiting.get(topic)
+        partitions = self._cluster.partitions_for(topic)
+        if waiting is None and partitions is not None:
+            partition = self._choose_partition(record, partitions)
+            if partition is not None:
+                self._append(record, partition, partitions, future=future, callback=callback)
+                return
+        if waiting is None:
+            waiting = self._waiting[topic] = deque()
+            self._cluster.tracked_topics.add(topic)
+            self._cluster.request_update()
+        waiting.append(_Waiting(record, future, callback, time.monotonic() + self._max_block_s))
+        assert self._sender is not None
+        self._sender.wakeup()
+
+    def _choose_partition(
+        self, record: PreparedRecord, partitions: Sequence[PartitionMetadata]
+    ) -> int | None:
+        count = len(partitions)
+        if record.partition is not None:
+            return record.partition if record.partition < count else None
+        if record.key is not None and not self._ignore_keys:
+            return partition_for_key(record.key, count)
+        available = [p.partition for p in partitions if p.leader >= 0]
+        return self._partitioner.partition(record.topic, count, available)
+
+    def _append(
+        self,
+        record: PreparedRecord,
+        partition: int,
+        partitions: Sequence[PartitionMetadata],
+        *,
+        future: Future | None,
+        callback: DeliveryCallback | None,
+    ) -> None:
+        tp = TopicPartition(record.topic, partition)
+        accumulator = self._accumulator
+        batch, new = accumulator.append(
+            tp, timestamp=record.timestamp, key=record.key, value=record.value,
+            headers=record.headers, future=future, callback=callback, reserved=record.size,
+            now=time.monotonic(),
+        )  # fmt: skip
+        if record.partition is None and (record.key is None or self._ignore_keys):
+            available = [p.partition for p in partitions if p.leader >= 0]
+            self._partitioner.record_appended(
+                record.topic, partition, record.size, len(partitions), available
+            )
+        if new or batch.size >= accumulator.batch_size:
+            assert self._sender is not None
+            self._sender.wakeup()
+
+    def _place_waiting(self, now: float) -> float:
+        """Place records whose topic metadata arrived; fail those past max.block.ms."""
+        delay = 1.0
+        for topic in list(self._waiting):
+            queue = self._waiting[topic]
+            code = self._cluster.topic_errors.get(topic)
+            fatal = code is not None and code not in (UNKNOWN_TOPIC_OR_PARTITION,
+                                                       LEADER_NOT_AVAILABLE)  # fmt: skip
+            partitions = self._cluster.partitions_for(topic)
+            while queue:
+                item = queue[0]
+                partition = None
+                if partitions is not None and not fatal:
+                    partition = self._choose_partition(item.record, partitions)
+                if partition is not None:
+                    assert partitions is not None
+                    queue.popleft()
+                    self._append(
+                        item.record, partition, partitions,
+                        future=item.future, callback=item.callback,
+                    )  # fmt: skip
+                    assert self._sender is not None
+                    self._sender.progress.set()
+                elif fatal or now >= item.deadline:
+                    queue.popleft()
+                    self._fail_record(item, self._metadata_error(item.record, code, partitions))
+                else:
+                    delay = min(delay, item.deadline - now)
+                    self._cluster.request_update()
+                    break
+            if not queue:
+                del self._waiting[topic]
+        return max(delay, 0.0)
+
+    def _metadata_error(
+        self,
+        record: PreparedRecord,
+        code: int | None,
+        partitions: Sequence[PartitionMetadata] | None,
+    ) -> BaseException:
+        if code is not None and code not in (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE):
+            return error_for(code, f"topic {record.topic!r}")
+        ms = self._max_block_s * 1000
+        if partitions is not None and record.partition is not None:
+            return ClientTimeoutError(
+                f"partition {record.partition} of topic {record.topic!r} with partition count "
+                f"{len(partitions)} is not present in metadata after {ms:.0f} ms (max.block.ms)"
+            )
+        return ClientTimeoutError(
+            f"topic {record.topic!r} not present in metadata after {ms:.0f} ms (max.block.ms)"
+        )
+
+    def _fail_record(self, item: _Waiting, error: BaseException) -> None:
+        self._memory.release(item.record.size)
+        if item.future is not None and not item.future.done():
+            item.future.set_exception(error)
+        if item.callback is not None:
+            try:
+                item.callback(None, error)
+            except Exception:
+                log.exception("a producer delivery callback raised")
+        assert self._sender is not None
+        self._sender.progress.set()
+
+    def _fail_waiting(self, error: BaseException) -> None:
+        for queue in self._waiting.values():
+            for item in queue:
+                self._fail_record(item, error)
+        self._waiting.clear()
+
+    # -- flush and metadata ----------------------------------------------------------------
+
+    async def flush(self) -> None:
+        """Send every record accepted so far at once (no linger) and wait until each has
+        been delivered or has failed. Record failures do not raise here."""
+        sender = self._sender
+        if sender is None:
+            return
+        self._drain_handoff()
+        accumulator = self._accumulator
+        accumulator.flushing += 1
+        sender.wakeup()
+        try:
+            # Records awaiting metadata first (each leaves its queue once placed in a
+            # batch or failed), then every batch incomplete at that point.
+            pending = {id(item) for queue in self._waiting.values() for item in queue}
+            batches: list[ProducerBatch] | None = None
+            while True:
+                if pending:
+                    pending &= {id(item) for queue in self._waiting.values() for item in queue}
+                if not pending:
+                    if batches is None:
+                        batches = list(accumulator.incomplete.values())
+                    batches = [b for b in batches if not b.done]
+                    if not batches:
+                        return
+                sender.progress.clear()
+                await sender.progress.wait()
+        finally:
+            accumulator.flushing -= 1
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """The partition numbers of ``topic`` (fetching its metadata, up to max.block.ms)."""
+        await self.start()
+        deadline = time.monotonic() + self._max_block_s
+        self._cluster.tracked_topics.add(topic)
+        while True:
+            partitions = self._cluster.partitions_for(topic)
+            if partitions is not None:
+                return [p.partition for p in partitions]
+            code = self._cluster.topic_errors.get(topic)
+            if code is not None and code not in (UNKNOWN_TOPIC_OR_PARTITION,
+                                                 LEADER_NOT_AVAILABLE):  # fmt: skip
+                raise error_for(code, f"topic {topic!r}")
+            if not await self._cluster.wait_for_update(deadline - time.monotonic()):
+                raise ClientTimeoutError(
+                    f"topic {topic!r} not present in metadata after "
+                    f"{self._max_block_s * 1000:.0f} ms (max.block.ms)"
+                )

@@ -1,0 +1,33 @@
+"""What the producer hands back: the metadata of a delivered record, and the callback type."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["DeliveryCallback", "RecordMetadata"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where a record landed: its topic, partition, offset and timestamp.
+
+    ``offset`` is -1 with ``acks=0`` (the broker does not answer). ``timestamp`` is the
+    record's create time, or the broker's append time for topics with
+    ``message.timestamp.type=LogAppendTime``.
+    """
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    serialized_key_size: int = -1
+    serialized_value_size: int = -1
+
+
+DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], object]
+"""``on_delivery(metadata, error)``: exactly one of them is None (Java's ``Callback``).
+
+It runs on the producer's event-loop thread: keep it short, and do not call the
+producer's blocking methods (``flush``, ``close``) from it.
+"""
