@@ -9,6 +9,7 @@ import pytest
 
 import samsa
 import samsa.storage
+from samsa.testing import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,3 +49,18 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     exec(compile(blocks[0], "README.md", "exec"), {})
     assert (tmp_path / "data" / "orders-0" / f"{0:020d}.log").stat().st_size > 0
     assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+
+
+def test_readme_client_examples_run_against_a_broker(
+    samsa_broker: BrokerProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Python clients", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        code = block.replace("127.0.0.1:9092", samsa_broker.bootstrap)
+        exec(compile(code, "README.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[1].startswith("RecordMetadata(topic='payments'")
+    assert printed[-2] == "2"  # two records across the three partitions
