@@ -54,6 +54,7 @@ CLIENT_MAX_VERSIONS: dict[int, int] = {
     1: 12,  # Fetch v13+: the same
     8: 9,  # OffsetCommit v10: the same
     9: 9,  # OffsetFetch v10: the same
+    24: 3,  # AddPartitionsToTxn 4+ is the broker-to-coordinator form
 }
 """Caps on the versions kio knows, where a newer version needs something the clients lack."""
 

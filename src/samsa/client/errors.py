@@ -8,6 +8,7 @@ failure share one tree::
     ├── ConfigError                 a client property is unknown or its value invalid
     ├── ClientClosedError           the client (or connection) was closed by its owner
     ├── IllegalStateError           a call out of order (commit before begin_transaction)
+    ├── TransactionAbortedError     a record of a transaction aborted before it was sent
     ├── ClientTimeoutError          a deadline passed on the client (also a TimeoutError)
     │   └── BufferExhaustedError    buffer.memory stayed full for max.block.ms
     └── KafkaError
@@ -30,6 +31,7 @@ __all__ = [
     "ClientClosedError",
     "ClientTimeoutError",
     "IllegalStateError",
+    "TransactionAbortedError",
     "error_for",
     "network_error",
 ]
@@ -45,6 +47,11 @@ class ClientClosedError(SamsaError):
 class IllegalStateError(SamsaError):
     """Raised when a call comes out of order, such as commit_transaction() before
     begin_transaction(), or a transactional call on a producer without transactional.id."""
+
+
+class TransactionAbortedError(SamsaError):
+    """Raised (through its future) for a record of a transaction that abort_transaction()
+    aborted before the record was sent."""
 
 
 class ClientTimeoutError(SamsaError, TimeoutError):

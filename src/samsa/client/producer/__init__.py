@@ -2,6 +2,12 @@
 
 from samsa.client.producer.core import AsyncProducer
 from samsa.client.producer.sync import Producer
-from samsa.client.producer.types import DeliveryCallback, RecordMetadata
+from samsa.client.producer.types import ConsumerGroupMetadata, DeliveryCallback, RecordMetadata
 
-__all__ = ["AsyncProducer", "DeliveryCallback", "Producer", "RecordMetadata"]
+__all__ = [
+    "AsyncProducer",
+    "ConsumerGroupMetadata",
+    "DeliveryCallback",
+    "Producer",
+    "RecordMetadata",
+]

@@ -256,7 +256,9 @@ class RecordAccumulator:
         memory: BufferMemory,
         retry_backoff: Backoff,
         delivery_timeout_ms: int,
+        transactional: bool = False,
     ) -> None:
+        self.transactional = transactional
         self.batch_size = batch_size
         self.linger_s = linger_ms / 1000
         self.compression = compression
@@ -296,6 +298,7 @@ class RecordAccumulator:
             if batch is not None:
                 batch.closed = True
             batch = ProducerBatch(tp, self.compression, now)
+            batch.is_transactional = self.transactional
             queue.append(batch)
             self.incomplete[batch.id] = batch
         assert batch is not None

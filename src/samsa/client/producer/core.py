@@ -30,7 +30,12 @@ from typing import Any, NamedTuple, Self
 
 from samsa.client.cluster import Cluster, PartitionMetadata
 from samsa.client.config import ClientConfig, producer_config
-from samsa.client.errors import ClientClosedError, ClientTimeoutError, error_for
+from samsa.client.errors import (
+    ClientClosedError,
+    ClientTimeoutError,
+    IllegalStateError,
+    error_for,
+)
 from samsa.client.producer.accumulator import (
     RECORD_OVERHEAD,
     BufferMemory,
@@ -41,7 +46,8 @@ from samsa.client.producer.accumulator import (
 from samsa.client.producer.idempotence import IdempotenceState
 from samsa.client.producer.partitioner import StickyPartitioner, partition_for_key
 from samsa.client.producer.sender import Sender
-from samsa.client.producer.types import DeliveryCallback, RecordMetadata
+from samsa.client.producer.transactions import TransactionManager
+from samsa.client.producer.types import ConsumerGroupMetadata, DeliveryCallback, RecordMetadata
 from samsa.errors import for_code
 from samsa.records import CompressionType
 from samsa.records.record import Header
@@ -106,8 +112,20 @@ class AsyncProducer:
             memory=self._memory,
             retry_backoff=self._cluster.retry_backoff,
             delivery_timeout_ms=config["delivery.timeout.ms"],
+            transactional=config["transactional.id"] is not None,
         )
         self._idempotence = IdempotenceState() if config["enable.idempotence"] else None
+        self._transactions: TransactionManager | None = None
+        if config["transactional.id"] is not None:
+            assert self._idempotence is not None  # producer_config requires it
+            self._transactions = TransactionManager(
+                transactional_id=config["transactional.id"],
+                transaction_timeout_ms=config["transaction.timeout.ms"],
+                cluster=self._cluster,
+                idempotence=self._idempotence,
+                max_block_ms=config["max.block.ms"],
+                wakeup=self._wakeup_sender,
+            )
         self._partitioner = StickyPartitioner(config["batch.size"])
         self._ignore_keys: bool = config["partitioner.ignore.keys"]
         self._key_serializer = config["key.serializer"]
@@ -133,6 +151,7 @@ class AsyncProducer:
             cluster=self._cluster,
             accumulator=self._accumulator,
             idempotence=self._idempotence,
+            transactions=self._transactions,
             config=self.config,
             before_round=self._place_waiting,
         )
@@ -154,6 +173,11 @@ class AsyncProducer:
         sender = self._sender
         if sender is not None and sender.fatal_error is not None:
             raise sender.fatal_error
+
+    def _check_send(self) -> None:
+        self._check_open()
+        if self._transactions is not None:
+            self._transactions.check_send()
 
     async def close(self, timeout: float | None = None) -> None:
         """Deliver what was sent (waiting up to ``timeout`` seconds, None: no limit), then
@@ -240,7 +264,7 @@ class AsyncProducer:
             topic, value, key=key, headers=headers, partition=partition, timestamp=timestamp
         )
         await self.start()
-        self._check_open()
+        self._check_send()
         await self._memory.reserve(record.size, self._max_block_s)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         self._accept(record, future, on_delivery)
@@ -265,7 +289,7 @@ class AsyncProducer:
     def reserve_blocking(self, record: PreparedRecord, *, wait: bool = True) -> None:
         """Reserve ``record``'s memory on the calling thread (not the loop's), waiting up to
         max.block.ms when ``wait``; raises BufferExhaustedError, or ClientClosedError."""
-        self._check_open()
+        self._check_send()
         if not self._memory.try_reserve(record.size):
             self._memory.reserve_blocking(record.size, self._max_block_s if wait else 0)
 
@@ -298,6 +322,10 @@ class AsyncProducer:
                     future.set_exception(error)
                 continue
             self._accept(record, future, callback)
+
+    def _wakeup_sender(self) -> None:
+        if self._sender is not None:
+            self._sender.wakeup()
 
     def _wakeup_threadsafe(self) -> None:
         loop, sender = self._loop, self._sender
@@ -344,6 +372,8 @@ class AsyncProducer:
         callback: DeliveryCallback | None,
     ) -> None:
         tp = TopicPartition(record.topic, partition)
+        if self._transactions is not None:
+            self._transactions.add_partition(tp)
         accumulator = self._accumulator
         batch, new = accumulator.append(
             tp, timestamp=record.timestamp, key=record.key, value=record.value,
@@ -478,3 +508,52 @@ class AsyncProducer:
                     f"topic {topic!r} not present in metadata after "
                     f"{self._max_block_s * 1000:.0f} ms (max.block.ms)"
                 )
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def _transaction_manager(self) -> TransactionManager:
+        if self._transactions is None:
+            raise IllegalStateError("transactions need transactional.id in the producer's config")
+        self._check_open()
+        return self._transactions
+
+    async def init_transactions(self) -> None:
+        """Register ``transactional.id`` with its coordinator and get this producer's id and
+        epoch, fencing earlier producers of the same id (their open transaction is aborted).
+        Call once, before the first transaction."""
+        transactions = self._transaction_manager()
+        await self.start()
+        await transactions.init()
+
+    async def begin_transaction(self) -> None:
+        """Start a transaction: records sent until commit or abort belong to it."""
+        self._transaction_manager().begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[TopicPartition, int],
+        group: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Commit a consumer group's offsets (the next record to read, per partition) as
+        part of the transaction: visible to the group only if it commits."""
+        transactions = self._transaction_manager()
+        metadata = ConsumerGroupMetadata(group) if isinstance(group, str) else group
+        await transactions.send_offsets(dict(offsets), metadata)
+
+    async def commit_transaction(self) -> None:
+        """Deliver every record of the transaction, then commit it. When a record failed,
+        raises that error: the transaction can then only be aborted."""
+        transactions = self._transaction_manager()
+        await transactions.end(True, self.flush, self._abort_unsent)
+
+    async def abort_transaction(self) -> None:
+        """Abort the transaction: records not yet sent fail with TransactionAbortedError,
+        those written are marked aborted (read_committed consumers skip them)."""
+        transactions = self._transaction_manager()
+        await transactions.end(False, self.flush, self._abort_unsent)
+
+    def _abort_unsent(self, error: BaseException) -> None:
+        assert self._sender is not None
+        self._drain_handoff()
+        self._fail_waiting(error)
+        self._sender.abort_unsent(error)

@@ -28,6 +28,11 @@ from samsa.client.connection import BrokerConnection
 from samsa.client.errors import ClientClosedError, ClientTimeoutError, error_for
 from samsa.client.producer.accumulator import ProducerBatch, RecordAccumulator
 from samsa.client.producer.idempotence import IdempotenceState
+from samsa.client.producer.transactions import (
+    PRODUCE_MAX_VERSION,
+    TransactionManager,
+    TxnState,
+)
 from samsa.errors import KafkaError, SamsaError
 
 __all__ = ["Sender"]
@@ -40,6 +45,7 @@ DUPLICATE_SEQUENCE_NUMBER = 46
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 UNKNOWN_PRODUCER_ID = 59
 _SEQUENCE_ERRORS = frozenset({OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID})
+_FAILED_TXN = (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR)
 
 
 class Sender:
@@ -51,12 +57,15 @@ class Sender:
         cluster: Cluster,
         accumulator: RecordAccumulator,
         idempotence: IdempotenceState | None,
+        transactions: TransactionManager | None = None,
         config: ClientConfig,
         before_round: Callable[[float], float],
     ) -> None:
         self.cluster = cluster
         self.accumulator = accumulator
         self.idempotence = idempotence
+        self.transactions = transactions
+        self.transactional_id: str | None = config["transactional.id"]
         self.acks: int = config["acks"]
         self.request_timeout_ms: int = config["request.timeout.ms"]
         self.max_in_flight: int = config["max.in.flight.requests.per.connection"]
@@ -135,6 +144,12 @@ class Sender:
                 if connection is not None:
                     connections[node] = connection
         can_send = idempotence.can_send if idempotence is not None else _always
+        transactions = self.transactions
+        if transactions is not None:
+            if transactions.error is not None and transactions.state in _FAILED_TXN:
+                self.abort_unsent(transactions.error)  # the transaction can only abort now
+            transactions.sender_round()
+            can_send = self._can_send_transactional
         drained = accumulator.drain(
             self.cluster, set(connections), self.max_request_size, now, can_send
         )
@@ -148,7 +163,14 @@ class Sender:
             self._send(connections[node], batches)
         return min(delay, ready_delay)
 
+    def _can_send_transactional(self, batch: ProducerBatch) -> bool:
+        assert self.idempotence is not None and self.transactions is not None
+        return self.transactions.can_send(batch.tp) and self.idempotence.can_send(batch)
+
     def _producer_id_ready(self, idempotence: IdempotenceState) -> bool:
+        if self.transactions is not None:
+            # init_transactions() gets the id; epochs move through the coordinator.
+            return idempotence.has_producer_id
         bump_now = idempotence.bump_requested and idempotence.in_flight == 0
         if bump_now and idempotence.bump_epoch():
             log.info(
@@ -207,13 +229,16 @@ class Sender:
                 {"index": batch.tp.partition, "records": batch.encode()}
             )
         body = {
-            "transactional_id": None,
+            "transactional_id": self.transactional_id,
             "acks": self.acks,
             "timeout": self.request_timeout_ms,
             "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()],
         }
         try:
-            future = connection.send(PRODUCE, body, expect_response=self.acks != 0)
+            version = connection.version(PRODUCE)
+            if self.transactions is not None:  # Produce 12 means transaction version 2
+                version = min(version, PRODUCE_MAX_VERSION)
+            future = connection.send(PRODUCE, body, version=version, expect_response=self.acks != 0)
         except (KafkaError, ClientClosedError) as exc:
             self._answered(node, batches)
             for batch in batches:
@@ -286,7 +311,8 @@ class Sender:
                 # is missing and this one follows it again.
                 if idempotence.is_next_expected(batch):
                     idempotence.bump_requested = True
-                retriable = True
+                # A transaction cannot skip records: it aborts, and the epoch moves on then.
+                retriable = self.transactions is None
             if error.invalid_metadata:
                 self.cluster.request_update()
         else:
@@ -320,9 +346,16 @@ class Sender:
         batch.complete(base_offset, log_append_time)
         self.progress.set()
 
+    def abort_unsent(self, error: BaseException) -> None:
+        """Fail every batch not yet sent (an aborted transaction's)."""
+        for batch in self.accumulator.remove_queued():
+            self._fail(batch, error)
+
     def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
         if self.idempotence is not None:
             self.idempotence.lost(batch)
+        if self.transactions is not None:
+            self.transactions.batch_failed(error)
         batch.in_flight = False
         self.accumulator.finished(batch)
         batch.fail(error)

@@ -83,3 +83,8 @@ class Producer:
 
     flush = blocking(AsyncProducer.flush)
     partitions_for = blocking(AsyncProducer.partitions_for)
+    init_transactions = blocking(AsyncProducer.init_transactions)
+    begin_transaction = blocking(AsyncProducer.begin_transaction)
+    send_offsets_to_transaction = blocking(AsyncProducer.send_offsets_to_transaction)
+    commit_transaction = blocking(AsyncProducer.commit_transaction)
+    abort_transaction = blocking(AsyncProducer.abort_transaction)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["DeliveryCallback", "RecordMetadata"]
+__all__ = ["ConsumerGroupMetadata", "DeliveryCallback", "RecordMetadata"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,3 +31,18 @@ DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], objec
 It runs on the producer's event-loop thread: keep it short, and do not call the
 producer's blocking methods (``flush``, ``close``) from it.
 """
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """The consumer group a transaction commits offsets for (Java's ``groupMetadata()``).
+
+    A consumer in the group supplies its generation and member id, so the coordinator
+    rejects offsets from a member that has been replaced (KIP-447); a group id alone
+    (generation -1) commits without that check.
+    """
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
