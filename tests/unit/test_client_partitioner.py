@@ -91,8 +91,9 @@ def test_sticky_partition_holds_until_batch_size_bytes_then_moves() -> None:
     first = sticky.partition("t", 4, [0, 1, 2, 3])
     for _ in range(9):
         assert sticky.partition("t", 4, [0, 1, 2, 3]) == first
-        sticky.record_appended("t", first, 100, 4, [0, 1, 2, 3])
-    sticky.record_appended("t", first, 100, 4, [0, 1, 2, 3])
+        assert not sticky.record_appended("t", first, 100)
+    assert sticky.record_appended("t", first, 100)
+    assert sticky.next_partition("t", 4, [0, 1, 2, 3]) != first
     assert sticky.partition("t", 4, [0, 1, 2, 3]) != first
 
 
@@ -102,5 +103,6 @@ def test_sticky_partition_is_chosen_among_partitions_with_a_leader() -> None:
     for _ in range(50):
         partition = sticky.partition("t", 5, [1, 3])
         seen.add(partition)
-        sticky.record_appended("t", partition, 10, 5, [1, 3])
+        if sticky.record_appended("t", partition, 10):
+            sticky.next_partition("t", 5, [1, 3])
     assert seen == {1, 3}

@@ -50,7 +50,7 @@ class BufferMemory:
         self.total = total
         self.used = 0
         self._on_wait = on_wait  # tells the sender someone is waiting: drain without lingering
-        self._condition = threading.Condition()
+        self._condition = threading.Condition(threading.Lock())
         self._blocked = 0
         self._async_waiters: deque[asyncio.Future[None]] = deque()
 

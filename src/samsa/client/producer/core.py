@@ -82,6 +82,11 @@ class _Waiting(NamedTuple):
     deadline: float
 
 
+def _available(partitions: Sequence[PartitionMetadata]) -> list[int]:
+    """Partitions with a leader (the sticky partitioner prefers them)."""
+    return [p.partition for p in partitions if p.leader >= 0]
+
+
 def _as_bytes(data: Any, what: str) -> bytes | None:
     if data is None or isinstance(data, bytes):
         return data
@@ -359,8 +364,10 @@ class AsyncProducer:
             return record.partition if record.partition < count else None
         if record.key is not None and not self._ignore_keys:
             return partition_for_key(record.key, count)
-        available = [p.partition for p in partitions if p.leader >= 0]
-        return self._partitioner.partition(record.topic, count, available)
+        current = self._partitioner.current(record.topic, count)
+        if current is not None:
+            return current
+        return self._partitioner.partition(record.topic, count, _available(partitions))
 
     def _append(
         self,
@@ -380,11 +387,9 @@ class AsyncProducer:
             headers=record.headers, future=future, callback=callback, reserved=record.size,
             now=time.monotonic(),
         )  # fmt: skip
-        if record.partition is None and (record.key is None or self._ignore_keys):
-            available = [p.partition for p in partitions if p.leader >= 0]
-            self._partitioner.record_appended(
-                record.topic, partition, record.size, len(partitions), available
-            )
+        sticky = record.partition is None and (record.key is None or self._ignore_keys)
+        if sticky and self._partitioner.record_appended(record.topic, partition, record.size):
+            self._partitioner.next_partition(record.topic, len(partitions), _available(partitions))
         if new or batch.size >= accumulator.batch_size:
             assert self._sender is not None
             self._sender.wakeup()

@@ -68,25 +68,34 @@ class StickyPartitioner:
         self.batch_size = max(batch_size, 1)
         self._current: dict[str, tuple[int, int]] = {}  # topic → (partition, bytes sent to it)
 
-    def partition(self, topic: str, num_partitions: int, available: Sequence[int]) -> int:
-        """The sticky partition of ``topic`` (``available``: partitions with a leader)."""
+    def current(self, topic: str, num_partitions: int) -> int | None:
+        """The sticky partition of ``topic``, or None when one must be chosen."""
         current = self._current.get(topic)
         if current is not None and current[0] < num_partitions:
             return current[0]
+        return None
+
+    def partition(self, topic: str, num_partitions: int, available: Sequence[int]) -> int:
+        """The sticky partition of ``topic`` (``available``: partitions with a leader)."""
+        current = self.current(topic, num_partitions)
+        if current is not None:
+            return current
         return self._choose(topic, num_partitions, available, None)
 
-    def record_appended(
-        self, topic: str, partition: int, size: int, num_partitions: int, available: Sequence[int]
-    ) -> None:
-        """Count ``size`` bytes sent to the sticky partition; move on past ``batch.size``."""
+    def record_appended(self, topic: str, partition: int, size: int) -> bool:
+        """Count ``size`` bytes sent to the sticky partition; True once ``batch.size`` is
+        reached (then :meth:`next_partition` moves on)."""
         current = self._current.get(topic)
         if current is None or current[0] != partition:
-            return
+            return False
         produced = current[1] + size
-        if produced >= self.batch_size:
-            self._choose(topic, num_partitions, available, partition)
-        else:
-            self._current[topic] = (partition, produced)
+        self._current[topic] = (partition, produced)
+        return produced >= self.batch_size
+
+    def next_partition(self, topic: str, num_partitions: int, available: Sequence[int]) -> int:
+        """Move ``topic`` to another partition (among ``available`` when possible)."""
+        current = self._current.get(topic)
+        return self._choose(topic, num_partitions, available, current and current[0])
 
     def _choose(
         self, topic: str, num_partitions: int, available: Sequence[int], previous: int | None

@@ -16,6 +16,7 @@ from typing import Any
 from samsa.client.config import ClientConfig
 from samsa.client.portal import LoopThread, blocking
 from samsa.client.producer.core import AsyncProducer, Headers
+from samsa.client.producer.future import RecordFuture
 from samsa.client.producer.types import DeliveryCallback, RecordMetadata
 
 __all__ = ["Producer"]
@@ -64,7 +65,7 @@ class Producer:
         )
         # On the loop's own thread (a callback) waiting would stop the loop that frees memory.
         core.reserve_blocking(record, wait=not self._portal.in_loop_thread)
-        future: concurrent.futures.Future[RecordMetadata] = concurrent.futures.Future()
+        future = RecordFuture()
         core.send_threadsafe(record, future, on_delivery)
         return future
 
