@@ -151,6 +151,7 @@ class Cluster:
         self._connections: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._failures: dict[int, tuple[int, float]] = {}  # node → (attempts, monotonic time)
+        self._on_connect: dict[int, set[Callable[[], object]]] = {}  # called after an attempt
         self._coordinators: dict[tuple[int, str], int] = {}
         self._closed = False
 
@@ -368,12 +369,11 @@ class Cluster:
         connection = self._connections.get(node_id)
         if connection is not None and connection.usable:
             return connection
-        task = self._connecting.get(node_id)
-        if task is None:
+        if on_ready is not None:
+            self._on_connect.setdefault(node_id, set()).add(on_ready)
+        if node_id not in self._connecting:
             task = asyncio.get_running_loop().create_task(self.connection(node_id))
             task.add_done_callback(_retrieve)
-        if on_ready is not None:
-            task.add_done_callback(lambda _t: on_ready())
         return None
 
     async def _connect(self, node_id: int) -> BrokerConnection:
@@ -391,9 +391,13 @@ class Cluster:
             if node_id >= 0:
                 self.request_update()  # the broker may have moved or gone
             raise
-        self._failures.pop(node_id, None)
-        self._connections[node_id] = connection
-        return connection
+        else:
+            self._failures.pop(node_id, None)
+            self._connections[node_id] = connection
+            return connection
+        finally:
+            for callback in self._on_connect.pop(node_id, ()):
+                callback()
 
     def new_connection(self, node_id: int) -> BrokerConnection:
         """An unopened connection to ``node_id`` with this client's settings."""

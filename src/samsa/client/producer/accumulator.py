@@ -37,6 +37,7 @@ __all__ = ["BufferMemory", "ProducerBatch", "RecordAccumulator"]
 
 log = logging.getLogger(__name__)
 
+IDLE_CHECK_S = 1.0  # how often an idle sender looks for expired batches
 RECORD_OVERHEAD = 21  # a record's attributes, varints and header count, at most
 _INVALID_STATE = (asyncio.InvalidStateError, concurrent.futures.InvalidStateError)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
@@ -318,7 +319,7 @@ class RecordAccumulator:
     def ready(self, cluster: Cluster, now: float) -> tuple[set[int], float, bool]:
         """(leaders with a sendable batch, seconds until the next may be, a leader unknown)."""
         nodes: set[int] = set()
-        next_check = self.linger_s if self.linger_s > 0 else 0.1
+        next_check = IDLE_CHECK_S  # appends and answers wake the sender before that
         unknown_leader = False
         urgent = self.flushing > 0 or self.closing or self.memory.exhausted
         for tp, queue in self.batches.items():

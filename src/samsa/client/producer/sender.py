@@ -44,6 +44,7 @@ INIT_PRODUCER_ID = 22
 DUPLICATE_SEQUENCE_NUMBER = 46
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 UNKNOWN_PRODUCER_ID = 59
+IDLE_POLL_S = 0.05
 _SEQUENCE_ERRORS = frozenset({OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID})
 _FAILED_TXN = (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR)
 
@@ -153,6 +154,11 @@ class Sender:
         drained = accumulator.drain(
             self.cluster, set(connections), self.max_request_size, now, can_send
         )
+        if nodes - drained.keys():
+            # Ready batches that cannot go yet (no connection, requests or a producer id
+            # or partitions pending): the event that frees them wakes this task. Poll
+            # slowly meanwhile instead of spinning.
+            ready_delay = max(ready_delay, IDLE_POLL_S)
         for node, batches in drained.items():
             for batch in batches:
                 batch.in_flight = True
