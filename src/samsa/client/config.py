@@ -8,7 +8,13 @@ which knows only strings, numbers and lists.
 
 Keys Kafka defines for features samsa's clients do not have (SASL, TLS,
 interceptors, metrics reporters) are deliberately absent: naming one fails
-loudly instead of being silently ignored.
+loudly instead of being silently ignored. A few keys are accepted, checked and
+not yet acted on, so configuration files written for Java clients load:
+``client.dns.lookup`` and ``client.rack`` (asyncio resolves names),
+``socket.connection.setup.timeout.max.ms`` (every attempt gets
+``socket.connection.setup.timeout.ms``), and ``metadata.max.idle.ms`` (a producer
+keeps refreshing every topic it has used). The consumer's keys are defined
+here for the consumer to come.
 """
 
 from __future__ import annotations
