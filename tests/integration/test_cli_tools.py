@@ -18,9 +18,11 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from samsa.testing import BrokerProcess, start_broker
 
@@ -135,6 +137,20 @@ def commit_and_leave(broker: BrokerProcess, group: str, topic: str, offsets: lis
         )
     finally:
         consumer.close()
+    wait_until_empty(broker, group)
+
+
+def wait_until_empty(broker: BrokerProcess, group: str) -> None:
+    """Wait for the coordinator to have handled the member's LeaveGroup (confluent-kafka's
+    close() need not wait for its answer)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    while True:
+        (future,) = admin.describe_consumer_groups([group]).values()
+        if future.result(10).state == ConsumerGroupState.EMPTY:
+            return
+        assert time.monotonic() < deadline, f"group {group} still has members"
+        time.sleep(0.05)
 
 
 def committed(broker: BrokerProcess, group: str, topic: str) -> list[int]:
@@ -515,3 +531,104 @@ def test_a_bad_consumer_groups_command_line_exits_2(
     result = groups(broker, *flags)
     assert result.returncode == 2
     assert "usage: samsa consumer-groups" in result.stderr
+
+
+# -- samsa console-producer and samsa producer-perf-test -------------------------------------
+
+
+def pipe(
+    tool: str, broker: BrokerProcess, stdin: bytes, *args: str
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "samsa", tool, "--bootstrap-server", broker.bootstrap, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=COMMAND_TIMEOUT_S,
+        check=False,
+    )
+
+
+def read_all(broker: BrokerProcess, topic: str, partitions: int, expected: int) -> list[Any]:
+    """Every record of ``topic`` as confluent-kafka reads it (``expected`` of them)."""
+    consumer = group_consumer(broker, unique("reader"))
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records: list[Any] = []
+    deadline = time.monotonic() + JOIN_TIMEOUT_S
+    try:
+        while len(records) < expected and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                records.append(message)
+    finally:
+        consumer.close()
+    return records
+
+
+def test_console_producer_sends_keyed_lines_that_confluent_kafka_reads(
+    broker: BrokerProcess,
+) -> None:
+    topic = unique("console")
+    ok(topics(broker, "--create", "--topic", topic, "--partitions", "2"))
+    lines = b"k1:hello\nk2:world: with a colon\nk1:again\r\n"
+    flags = "--property parse.key=true --property key.separator=: --compression-codec zstd"
+    result = pipe("console-producer", broker, lines, "--topic", topic, *flags.split())
+    assert result.returncode == 0, result.stderr
+    records = read_all(broker, topic, 2, 3)
+    by_key: dict[bytes, list[bytes]] = {}
+    for record in sorted(records, key=lambda r: (r.partition(), r.offset())):
+        by_key.setdefault(record.key(), []).append(record.value())
+    assert by_key == {b"k1": [b"hello", b"again"], b"k2": [b"world: with a colon"]}
+    partition_of = {r.key(): r.partition() for r in records}
+    assert len({r.partition() for r in records if r.key() == b"k1"}) == 1  # one key, one partition
+    assert set(partition_of) == {b"k1", b"k2"}
+
+
+def test_console_producer_reads_headers_and_the_null_marker(broker: BrokerProcess) -> None:
+    topic = unique("headers")
+    ok(topics(broker, "--create", "--topic", topic, "--partitions", "1"))
+    lines = b"trace:abc,kind:x\tkey-1\tvalue-1\n\tNULL\tvalue-2\n"
+    flags = "--property parse.key=true --property parse.headers=true --property null.marker=NULL"
+    result = pipe("console-producer", broker, lines, "--topic", topic, *flags.split(), "--sync")
+    assert result.returncode == 0, result.stderr
+    first, second = read_all(broker, topic, 1, 2)
+    assert (first.key(), first.value(), first.headers()) == (
+        b"key-1",
+        b"value-1",
+        [("trace", b"abc"), ("kind", b"x")],
+    )
+    assert (second.key(), second.value(), second.headers()) == (None, b"value-2", None)
+
+
+def test_console_producer_stops_at_a_line_without_the_key_separator(
+    broker: BrokerProcess,
+) -> None:
+    topic = unique("nosep")
+    flags = "--property parse.key=true --property key.separator=:"
+    lines = b"a:1\nno separator\n"
+    result = pipe("console-producer", broker, lines, "--topic", topic, *flags.split())
+    assert result.returncode == 1
+    assert b"no key separator found on line number 2: 'no separator'" in result.stderr
+
+
+PERF_SUMMARY = re.compile(
+    r"^(\d+) records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+    r"[\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99\.9th\.$"
+)
+
+
+def test_producer_perf_test_sends_the_records_and_prints_kafkas_summary(
+    broker: BrokerProcess,
+) -> None:
+    topic = unique("perf")
+    ok(topics(broker, "--create", "--topic", topic, "--partitions", "2"))
+    flags = f"--topic {topic} --num-records 3000 --record-size 100 --throughput -1"
+    props = f"--producer-props bootstrap.servers={broker.bootstrap} linger.ms=2"
+    result = samsa("producer-perf-test", *flags.split(), *props.split())
+    assert result.returncode == 0, result.stderr
+    summary = result.stdout.strip().splitlines()[-1]
+    match = PERF_SUMMARY.match(summary)
+    assert match, summary
+    assert match.group(1) == "3000"
+    records = read_all(broker, topic, 2, 3000)
+    assert len(records) == 3000
+    assert all(len(r.value()) == 100 for r in records)

@@ -117,6 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("topics", "topics", "create, list, describe, alter and delete topics (kafka-topics)"),
         ("consumer-groups", "consumer_groups",
          "list, describe, reset and delete consumer groups (kafka-consumer-groups)"),
+        ("console-producer", "console_producer",
+         "send lines of stdin to a topic (kafka-console-producer)"),
+        ("producer-perf-test", "perf",
+         "measure producer throughput and latency (kafka-producer-perf-test)"),
     ):  # fmt: skip
         # Every argument goes to the tool's own parser (prefix_chars no flag can use).
         tool = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")

@@ -18,11 +18,14 @@ from samsa.errors import ConfigError, KafkaError, SamsaError
 
 if TYPE_CHECKING:
     from samsa.client.admin import Admin
+    from samsa.client.config import ClientConfig
 
 __all__ = [
+    "DeliveryFailures",
     "ToolError",
     "UsageError",
     "add_connection_arguments",
+    "check_reachable",
     "client_properties",
     "only_with",
     "open_admin",
@@ -40,6 +43,37 @@ class ToolError(SamsaError):
 
 class UsageError(ToolError):
     """Raised when the command line asks for something impossible (exit code 2)."""
+
+
+class DeliveryFailures:
+    """Counts records a producer could not deliver; prints the first few reasons.
+
+    Its methods run on the producer's thread (delivery callbacks).
+    """
+
+    SHOWN = 10
+
+    def __init__(self, prog: str) -> None:
+        self.prog = prog
+        self.count = 0
+
+    def record(self, error: BaseException) -> None:
+        self.count += 1
+        if self.count <= self.SHOWN:
+            detail = reason(error) if isinstance(error, KafkaError) else str(error)
+            print(f"{self.prog}: a record was not delivered: {detail}", file=sys.stderr)
+
+    def on_delivery(self, _metadata: object, error: BaseException | None) -> None:
+        """A producer's ``on_delivery`` callback."""
+        if error is not None:
+            self.record(error)
+
+    def exit_code(self) -> int:
+        """0, or 1 after saying how many records were lost."""
+        if not self.count:
+            return 0
+        print(f"{self.prog}: {self.count} record(s) were not delivered", file=sys.stderr)
+        return 1
 
 
 def reason(exc: KafkaError) -> str:
@@ -86,9 +120,12 @@ def parse_key_values(items: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def client_properties(
-    bootstrap_server: str, config_file: Path | None, overrides: Mapping[str, str] | None = None
+    bootstrap_server: str | None,
+    config_file: Path | None,
+    overrides: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Properties from ``config_file``, then ``overrides``, then the bootstrap servers."""
+    """Properties from ``config_file``, then ``overrides``, then the bootstrap servers
+    (when given; one of the others must name them otherwise)."""
     from samsa.broker.config import parse_properties
 
     props: dict[str, Any] = {}
@@ -100,17 +137,24 @@ def client_properties(
                 f"cannot read {config_file}: {exc.strerror or exc}; check the path"
             ) from exc
     props.update(overrides or {})
-    props["bootstrap.servers"] = bootstrap_server
+    if bootstrap_server is not None:
+        props["bootstrap.servers"] = bootstrap_server
+    if not props.get("bootstrap.servers"):
+        raise UsageError("name the cluster with --bootstrap-server HOST:PORT")
     return props
 
 
-def _check_reachable(servers: list[tuple[str, int]], timeout_s: float) -> None:
-    """Fail fast, with a hint, when no bootstrap server accepts a connection: the admin
-    client would otherwise retry until default.api.timeout.ms (a minute) passes."""
+def check_reachable(config: ClientConfig) -> None:
+    """Fail fast, with a hint, when no bootstrap server accepts a connection: a client
+    would otherwise retry until its timeout (a minute by default) passes."""
+    from samsa.client.config import parse_bootstrap
+
+    servers = parse_bootstrap(config["bootstrap.servers"])
+    timeout_ms = min(config["socket.connection.setup.timeout.ms"], config["request.timeout.ms"])
     reasons = []
     for host, port in servers:
         try:
-            with socket.create_connection((host, port), timeout=timeout_s):
+            with socket.create_connection((host, port), timeout=max(timeout_ms, 1) / 1000):
                 return
         except OSError as exc:
             reasons.append(exc.strerror or type(exc).__name__)
@@ -122,12 +166,10 @@ def _check_reachable(servers: list[tuple[str, int]], timeout_s: float) -> None:
 def open_admin(args: argparse.Namespace, overrides: Mapping[str, str] | None = None) -> Admin:
     """An admin client for ``--bootstrap-server``, once a broker there accepts connections."""
     from samsa.client.admin import Admin
-    from samsa.client.config import admin_config, parse_bootstrap
+    from samsa.client.config import admin_config
 
     props = client_properties(args.bootstrap_server, args.client_config, overrides)
-    config = admin_config(props)
-    timeout_ms = min(config["socket.connection.setup.timeout.ms"], config["request.timeout.ms"])
-    _check_reachable(parse_bootstrap(config["bootstrap.servers"]), max(timeout_ms, 1) / 1000)
+    check_reachable(admin_config(props))
     return Admin(props)
 
 
