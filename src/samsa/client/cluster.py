@@ -507,13 +507,18 @@ class Cluster:
         """
         deadline = time.monotonic() + timeout_ms / 1000
         attempts = 0
+        last: KafkaError | None = None
         while True:
             try:
                 async with asyncio.timeout_at(_loop_time(deadline)):
                     return await operation()
             except TimeoutError as exc:
-                raise ClientTimeoutError(f"{what} did not complete within {timeout_ms} ms") from exc
+                detail = f"; last error: {last}" if last is not None else ""
+                raise ClientTimeoutError(
+                    f"{what} did not complete within {timeout_ms} ms{detail}"
+                ) from (last or exc)
             except KafkaError as exc:
+                last = exc
                 attempts += 1
                 if not exc.retriable or (retries is not None and attempts > retries):
                     raise
