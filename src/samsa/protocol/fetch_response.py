@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from samsa.protocol.wire import encode_uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_FIXED = struct.Struct(">ihqqq")  # index, error, hw, lso, log start
@@ -60,19 +62,10 @@ class FetchTopic:
     partitions: list[FetchPartition] = field(default_factory=list)
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _length(value: int, flexible: bool, nullable_null: bool = False) -> bytes:
     """Array/records/string length prefix: int32 (or int16 for strings is separate)."""
     if flexible:
-        return b"\x00" if nullable_null else _uvarint(value + 1)
+        return b"\x00" if nullable_null else encode_uvarint(value + 1)
     return _I32.pack(-1 if nullable_null else value)
 
 
@@ -103,7 +96,7 @@ def encode_fetch_response(
             out += (topic.topic_id or uuid.UUID(int=0)).bytes
         else:
             name = topic.name.encode()
-            out += _uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
+            out += encode_uvarint(len(name) + 1) if flexible else _I16.pack(len(name))
             out += name
         out += _length(len(topic.partitions), flexible)
         for p in topic.partitions:

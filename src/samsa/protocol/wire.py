@@ -18,7 +18,13 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _MAX_VARINT_BYTES = 5
 
-__all__ = ["WireReader", "encode_nullable_bytes", "encode_nullable_string", "encode_string"]
+__all__ = [
+    "WireReader",
+    "encode_nullable_bytes",
+    "encode_nullable_string",
+    "encode_string",
+    "encode_uvarint",
+]
 
 
 class WireReader:
@@ -145,3 +151,13 @@ def encode_nullable_string(value: str | None) -> bytes:
 def encode_nullable_bytes(value: bytes | None) -> bytes:
     """Classic (int32-length) bytes."""
     return _I32.pack(-1) if value is None else _I32.pack(len(value)) + value
+
+
+def encode_uvarint(value: int) -> bytes:
+    """An unsigned varint (compact lengths, tag counts and sizes of flexible versions)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

@@ -31,7 +31,7 @@ import struct
 from dataclasses import dataclass
 
 from samsa.errors import CorruptRecordError
-from samsa.protocol.wire import WireReader, encode_string
+from samsa.protocol.wire import WireReader, encode_string, encode_uvarint
 
 TRANSACTION_LOG_KEY_VERSION = 0
 TRANSACTION_LOG_VALUE_VERSION = 1
@@ -101,18 +101,9 @@ class _Reader(WireReader):
         return fields
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _compact_string(value: str) -> bytes:
     raw = value.encode()
-    return _uvarint(len(raw) + 1) + raw
+    return encode_uvarint(len(raw) + 1) + raw
 
 
 def encode_transaction_log_key(transactional_id: str) -> bytes:
@@ -139,11 +130,15 @@ def _encode_partitions(partitions: TopicPartitions | None, flexible: bool) -> by
             parts += [encode_string(topic), _I32.pack(len(ids)), *(_I32.pack(i) for i in ids)]
         return b"".join(parts)
     if partitions is None:
-        return _uvarint(0)
-    parts = [_uvarint(len(partitions) + 1)]
+        return encode_uvarint(0)
+    parts = [encode_uvarint(len(partitions) + 1)]
     for topic, ids in partitions:
-        parts += [_compact_string(topic), _uvarint(len(ids) + 1), *(_I32.pack(i) for i in ids)]
-        parts.append(_uvarint(0))  # the element's (empty) tagged fields
+        parts += [
+            _compact_string(topic),
+            encode_uvarint(len(ids) + 1),
+            *(_I32.pack(i) for i in ids),
+        ]
+        parts.append(encode_uvarint(0))  # the element's (empty) tagged fields
     return b"".join(parts)
 
 
@@ -157,8 +152,8 @@ def _encode_tagged_fields(value: TransactionLogValue) -> bytes:
         tagged.append((TAG_CLIENT_TRANSACTION_VERSION, _I16.pack(value.client_transaction_version)))
     if value.next_producer_epoch != -1:
         tagged.append((TAG_NEXT_PRODUCER_EPOCH, _I16.pack(value.next_producer_epoch)))
-    return _uvarint(len(tagged)) + b"".join(
-        _uvarint(tag) + _uvarint(len(raw)) + raw for tag, raw in tagged
+    return encode_uvarint(len(tagged)) + b"".join(
+        encode_uvarint(tag) + encode_uvarint(len(raw)) + raw for tag, raw in tagged
     )
 
 
