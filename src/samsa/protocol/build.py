@@ -29,6 +29,13 @@ def _to_timedelta(value: Any) -> Any:
     )
 
 
+def duration_ms(value: datetime.timedelta | int) -> int:
+    """Milliseconds of a kio duration field (kio decodes int32/int64 durations as timedelta)."""
+    if isinstance(value, datetime.timedelta):
+        return int(value / datetime.timedelta(milliseconds=1))
+    return int(value)
+
+
 def _to_datetime(value: Any) -> Any:
     if value is None or isinstance(value, datetime.datetime):
         return value

@@ -11,7 +11,6 @@ a transactional id (key type 1) also answers this broker, after creating
 
 from __future__ import annotations
 
-import datetime
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from samsa.coordinator.group.group import (
     UNSTABLE_OFFSET_COMMIT,
 )
 from samsa.coordinator.group.records import OffsetValue
+from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -48,12 +48,6 @@ OPERATIONS_NOT_REQUESTED = -(2**31)
 
 # The peer of the connection whose request is being served ("/127.0.0.1", as Kafka shows it).
 client_host: ContextVar[str] = ContextVar("client_host", default="")
-
-
-def _ms(value: datetime.timedelta | int) -> int:
-    if isinstance(value, datetime.timedelta):
-        return int(value / datetime.timedelta(milliseconds=1))
-    return int(value)
 
 
 def ensure_offsets_topic(broker: Broker) -> None:
@@ -105,7 +99,7 @@ def register(broker: Broker) -> None:
     # -- membership ------------------------------------------------------------------
     async def join_group(header: RequestHeader, body: Any) -> Any:
         ensure_offsets_topic(broker)
-        session_ms = _ms(body.session_timeout)
+        session_ms = duration_ms(body.session_timeout)
         rebalance = getattr(body, "rebalance_timeout", None)
         request = JoinRequest(
             group_id=body.group_id,
@@ -114,7 +108,7 @@ def register(broker: Broker) -> None:
             client_id=header.client_id or "",
             client_host=client_host.get(),
             session_timeout_ms=session_ms,
-            rebalance_timeout_ms=session_ms if rebalance is None else _ms(rebalance),
+            rebalance_timeout_ms=session_ms if rebalance is None else duration_ms(rebalance),
             protocol_type=body.protocol_type,
             protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
             require_known_member_id=header.api_version >= 4,

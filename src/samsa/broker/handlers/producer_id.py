@@ -15,11 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import respond
-from samsa.broker.handlers.transactions import (
-    duration_ms,
-    ensure_transaction_topic,
-    for_version,
-)
+from samsa.broker.handlers.transactions import ensure_transaction_topic, for_version
+from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 
 if TYPE_CHECKING:

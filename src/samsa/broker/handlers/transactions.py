@@ -73,13 +73,6 @@ _COMMIT_ERRORS = {
 TRANSACTION_STATE_CONFIGS_FIXED = {"cleanup.policy": "compact"}
 
 
-def duration_ms(value: datetime.timedelta | int) -> int:
-    """Milliseconds of a kio duration field (kio decodes int32 durations as timedelta)."""
-    if isinstance(value, datetime.timedelta):
-        return int(value / datetime.timedelta(milliseconds=1))
-    return int(value)
-
-
 def ensure_transaction_topic(broker: Broker) -> None:
     """Create ``__transaction_state`` (internal, compacted) unless it exists."""
     if broker.metadata.get(TRANSACTION_STATE_TOPIC) is None:
