@@ -1,1 +1,1 @@
-"""Coordinators: consumer groups (and, later, transactions)."""
+"""Coordinators: consumer groups and transactions, each kept in an internal topic."""

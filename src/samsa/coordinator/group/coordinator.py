@@ -68,9 +68,10 @@ from samsa.coordinator.group.records import (
     key_version,
     partition_for,
 )
+from samsa.coordinator.replay import log_batches
 from samsa.errors import CorruptRecordError, KafkaError
 from samsa.protocol.consumer_protocol import parse_subscription
-from samsa.records import RecordBatchBuilder, iter_records, read_batch
+from samsa.records import RecordBatchBuilder, iter_records
 from samsa.records.control import parse_end_transaction_marker
 from samsa.storage import Log
 from samsa.types import TopicPartition
@@ -1004,32 +1005,16 @@ class _Marker:
 
 def _entries(partition_log: Log) -> Iterable[_Entry | _Marker]:
     """Every keyed record and transaction marker of a log, from its start to its end."""
-    offset = partition_log.log_start_offset
-    max_bytes = 1 << 20
-    while offset < partition_log.log_end_offset:
-        data = partition_log.read(offset, max_bytes).region.read()
-        position, progressed = 0, False
-        while len(data) - position >= 12:
-            size = int.from_bytes(data[position + 8 : position + 12], "big") + 12
-            if position + size > len(data):
-                break
-            batch = read_batch(data, position)
-            if batch.is_control:
-                for record in iter_records(batch):
-                    try:
-                        marker = parse_end_transaction_marker(record)
-                    except CorruptRecordError:
-                        continue  # another kind of control record
-                    yield _Marker(batch.producer_id, marker.committed)
-            else:
-                producer = batch.producer_id if batch.is_transactional else None
-                for record in iter_records(batch):
-                    if record.key is not None:
-                        yield _Entry(record.key, record.value, producer)
-            offset = max(offset, batch.next_offset)
-            position += size
-            progressed = True
-        if not progressed:
-            if len(data) < max_bytes:
-                break  # nothing more to read (a gap at the end of the log)
-            max_bytes *= 2  # one batch larger than the read: read more at once
+    for batch in log_batches(partition_log):
+        if batch.is_control:
+            for record in iter_records(batch):
+                try:
+                    marker = parse_end_transaction_marker(record)
+                except CorruptRecordError:
+                    continue  # another kind of control record
+                yield _Marker(batch.producer_id, marker.committed)
+        else:
+            producer = batch.producer_id if batch.is_transactional else None
+            for record in iter_records(batch):
+                if record.key is not None:
+                    yield _Entry(record.key, record.value, producer)

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from samsa.coordinator.group.records import partition_for
+from samsa.coordinator.replay import log_batches
 from samsa.coordinator.transaction.records import (
     decode_transaction_log_key,
     decode_transaction_log_value,
@@ -91,7 +92,6 @@ from samsa.coordinator.transaction.state import (
 )
 from samsa.errors import KafkaError
 from samsa.records import RecordBatchBuilder, iter_records
-from samsa.records.batch import batch_size_at, iter_batches
 from samsa.storage import Log
 from samsa.types import TopicPartition
 
@@ -679,30 +679,11 @@ class TransactionCoordinator:
             txn.pending_state = None
 
 
-def _whole_batches_end(data: bytes) -> int:
-    """How many leading bytes of ``data`` are whole batches."""
-    end = 0
-    while (size := batch_size_at(data, end)) is not None and end + size <= len(data):
-        end += size
-    return end
-
-
 def _key_values(partition_log: Log) -> Iterator[tuple[bytes, bytes | None]]:
     """Every keyed record of a log from its start to its end, in offset order."""
-    offset = partition_log.log_start_offset
-    max_bytes = 1 << 20
-    while offset < partition_log.log_end_offset:
-        data = partition_log.read(offset, max_bytes).region.read()
-        end = _whole_batches_end(data)
-        if end == 0:
-            if len(data) < max_bytes:
-                return  # nothing more to read (a gap at the end of the log)
-            max_bytes *= 2  # one batch larger than the read: read more at once
+    for batch in log_batches(partition_log):
+        if batch.is_control:
             continue
-        for batch in iter_batches(memoryview(data)[:end]):
-            offset = max(offset, batch.next_offset)
-            if batch.is_control:
-                continue
-            for record in iter_records(batch):
-                if record.key is not None:
-                    yield record.key, record.value
+        for record in iter_records(batch):
+            if record.key is not None:
+                yield record.key, record.value
