@@ -39,7 +39,7 @@ test-slow: $(STAMP)
 	$(BIN)/pytest -m slow -q
 
 bench: $(STAMP)
-	$(BIN)/python bench/storage_bench.py && $(BIN)/python bench/txn_bench.py && $(BIN)/python bench/group_bench.py
+	$(BIN)/python bench/storage_bench.py && $(BIN)/python bench/txn_bench.py && $(BIN)/python bench/group_bench.py && $(BIN)/python bench/client_bench.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
