@@ -12,21 +12,30 @@ from typing import TYPE_CHECKING, Any
 from samsa.errors import KafkaError, SamsaError
 
 if TYPE_CHECKING:
-    from samsa.client import Admin, AsyncAdmin, AsyncProducer, Producer
+    from samsa.client import (
+        Admin,
+        AsyncAdmin,
+        AsyncConsumer,
+        AsyncProducer,
+        Consumer,
+        Producer,
+    )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Admin",
     "AsyncAdmin",
+    "AsyncConsumer",
     "AsyncProducer",
+    "Consumer",
     "KafkaError",
     "Producer",
     "SamsaError",
     "__version__",
 ]
 
-_LAZY = {"Admin", "AsyncAdmin", "AsyncProducer", "Producer"}
+_LAZY = {"Admin", "AsyncAdmin", "AsyncConsumer", "AsyncProducer", "Consumer", "Producer"}
 
 
 def __getattr__(name: str) -> Any:

@@ -5,6 +5,7 @@ broker and use nothing of samsa's broker, storage or coordinators.
 """
 
 from samsa.client.admin import Admin, AsyncAdmin
+from samsa.client.consumer import AsyncConsumer, Consumer
 from samsa.client.producer import AsyncProducer, Producer
 
-__all__ = ["Admin", "AsyncAdmin", "AsyncProducer", "Producer"]
+__all__ = ["Admin", "AsyncAdmin", "AsyncConsumer", "AsyncProducer", "Consumer", "Producer"]
