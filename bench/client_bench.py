@@ -326,7 +326,7 @@ def consume_samsa_async(job: ConsumeJob) -> tuple[CpuWindow, int]:
 
     async def run() -> tuple[CpuWindow, int]:
         async with AsyncConsumer(config) as consumer:
-            await consumer.assign([TopicPartition(topic, 0)])
+            consumer.assign([TopicPartition(topic, 0)])
             poll = consumer.poll
             records = value_bytes = 0
             deadline = time.monotonic() + RUN_TIMEOUT_S
@@ -428,15 +428,6 @@ CONSUMERS: dict[str, Consuming] = {
 }
 
 
-def samsa_consumer_available() -> bool:
-    try:
-        from samsa.client import consumer
-
-        return hasattr(consumer, "Consumer")
-    except ImportError:
-        return False
-
-
 # -- report ------------------------------------------------------------------------------------
 def median_run(runs: list[Run]) -> Run:
     """The run with the median rate (the lower middle one for an even count)."""
@@ -509,9 +500,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown clients {sorted(unknown)}; known: {', '.join(CLIENTS)}")
     batch_sizes = [int(b) for b in args.batch_sizes.split(",") if b]
     consumers = clients
-    if not args.no_consume and not samsa_consumer_available():
-        consumers = [c for c in clients if not c.startswith("samsa")]
-        print("samsa.client.consumer has no Consumer yet: consuming without samsa")
 
     work = Path(tempfile.mkdtemp(prefix="samsa-clients-", dir=args.dir))
     broker = start_broker(work / "data")
