@@ -135,6 +135,9 @@ class ConsumerCoordinator:
         self._commit_tasks: set[asyncio.Task[Any]] = set()
         self._fatal: KafkaError | None = None
         self._listener_error: BaseException | None = None
+        self._in_listener = False
+        self._listener_idle = asyncio.Event()
+        self._in_poll = asyncio.Event()
         self._last_poll = time.monotonic()
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
         self._closed = False
@@ -146,6 +149,17 @@ class ConsumerCoordinator:
         time), auto-commit when due. Raises a fatal group error or a listener's error."""
         self._last_poll = time.monotonic()
         self._raise_pending()
+        self._in_poll.set()
+        try:
+            await self._poll_group(deadline)
+        finally:
+            self._in_poll.clear()
+        self.attention.clear()
+        if self.auto_commit and time.monotonic() >= self._next_auto_commit:
+            self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
+            self.commit_in_background(self._consumed(), None)
+
+    async def _poll_group(self, deadline: float) -> None:
         subscriptions = self.subscriptions
         if subscriptions.auto_assigned:
             self._check_subscription()
@@ -157,13 +171,12 @@ class ConsumerCoordinator:
                         self._rebalance(), name=f"samsa-join-{self.cluster.client_id}"
                     )
                 remaining = deadline - asyncio.get_running_loop().time()
-                if remaining > 0:
-                    await asyncio.wait([task], timeout=remaining)
+                await asyncio.wait([task], timeout=max(remaining, 0))
+                # A listener call that started runs to its end inside this poll (a blocking
+                # consumer runs it on the polling thread, so the poll must not return first).
+                while self._in_listener and not task.done():
+                    await self._listener_idle.wait()
                 self._raise_pending()
-        self.attention.clear()
-        if self.auto_commit and time.monotonic() >= self._next_auto_commit:
-            self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
-            self.commit_in_background(self._consumed(), None)
 
     def _raise_pending(self) -> None:
         if self._fatal is not None:
@@ -227,6 +240,8 @@ class ConsumerCoordinator:
                 assignment = await self._join_and_sync()
                 if assignment is None:
                     continue  # rejoin at once (MEMBER_ID_REQUIRED, rebalance in progress)
+                # As in Java, the assignment changes (and the listener runs) inside a poll.
+                await self._in_poll.wait()
                 await self._on_join_complete(assignment)
                 return
             except KafkaError as exc:
@@ -434,6 +449,8 @@ class ConsumerCoordinator:
         listener = self.subscriptions.listener
         if listener is None:
             return
+        self._in_listener = True
+        self._listener_idle.clear()
         try:
             result = getattr(listener, name)(set(partitions))
             if inspect.isawaitable(result):
@@ -441,6 +458,9 @@ class ConsumerCoordinator:
         except Exception as exc:
             log.error("%s: rebalance listener %s failed: %r", self.cluster.client_id, name, exc)
             self._listener_error = exc
+        finally:
+            self._in_listener = False
+            self._listener_idle.set()
 
     # -- heartbeats ------------------------------------------------------------------------
 
