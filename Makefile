@@ -5,8 +5,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 KCAT   := $(VENV)/.kcat
+SPARK  := $(VENV)/.spark
 
-.PHONY: run test test-slow lint bench clean
+.PHONY: run test test-slow lint bench pipeline clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null \
@@ -24,10 +25,20 @@ $(KCAT): $(STAMP)
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat; }
 	touch $(KCAT)
 
+# samsa.spark: the spark extra (pyspark builds from an sdist, about a minute) and a
+# Java 17+ runtime for Spark's JVM (Debian's openjdk-17-jre-headless when missing).
+$(SPARK): $(STAMP)
+	$(BIN)/pip install -q -e '.[dev,spark]'
+	@java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])' || { \
+	  echo "installing a Java 17 runtime for Spark (Debian package)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless; }
+	touch $(SPARK)
+
 run: $(STAMP)
 	$(BIN)/samsa serve --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./data
 
-lint: $(STAMP)
+lint: $(SPARK)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy --strict src
@@ -35,11 +46,15 @@ lint: $(STAMP)
 test: lint $(KCAT)
 	$(BIN)/pytest -m "not slow" -q
 
-test-slow: $(STAMP)
+test-slow: $(SPARK)
 	$(BIN)/pytest -m slow -q
 
 bench: $(STAMP)
 	$(BIN)/python bench/storage_bench.py && $(BIN)/python bench/txn_bench.py && $(BIN)/python bench/group_bench.py && $(BIN)/python bench/client_bench.py
+
+# The click-events pipeline: a broker, a generator and a Spark Structured Streaming job.
+pipeline: $(SPARK)
+	$(BIN)/python -m examples.pipeline
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,235 @@
+"""Writing DataFrames to topics: the batch writer and the exactly-once streaming writer.
+
+Input columns, as for Spark's Kafka sink: ``value`` (binary or string, required),
+``key`` (binary or string), ``topic`` (string; the ``topic`` option wins when
+set), ``partition`` (int) and ``headers`` (array of struct<key string, value
+binary>). Other columns are ignored.
+
+The batch writer is at-least-once (a retried task writes its rows again). The
+streaming writer makes each micro-batch exactly-once for ``read_committed``
+readers: each task writes in one transaction whose ``transactional.id`` is
+stable per (query, task partition), and commits, in the same transaction, the
+batch id as the offset of a group of the same name. A replay of a batch — a
+retried task, or the whole batch after the driver died — first fences any
+earlier attempt (``init_transactions`` aborts its open transaction), then reads
+the group's offset and skips the batch when it is already committed. This holds
+as long as a replayed batch puts the same rows in the same task partitions,
+which Spark's deterministic planning of a checkpointed batch gives for
+deterministic queries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from samsa.client.admin import Admin
+from samsa.client.producer import ConsumerGroupMetadata, Producer, RecordMetadata
+from samsa.errors import ConfigError, SamsaError
+from samsa.spark.options import SinkOptions
+from samsa.spark.rows import HEADERS_TYPE
+from samsa.types import TopicPartition
+
+__all__ = ["SamsaBatchWriter", "SamsaCommitMessage", "SamsaStreamWriter", "check_sink_schema"]
+
+log = logging.getLogger(__name__)
+
+
+def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
+    """ConfigError naming the column when the DataFrame cannot be written."""
+    types = {f.name.lower(): f.dataType for f in schema.fields}
+
+    def check(name: str, allowed: tuple[DataType, ...], words: str) -> None:
+        # simpleString leaves out nullability, which does not matter here.
+        if name in types and types[name].simpleString() not in {t.simpleString() for t in allowed}:
+            raise ConfigError(f"column {name} must be {words}, not {types[name].simpleString()}")
+
+    if "value" not in types:
+        raise ConfigError("the DataFrame to write needs a value column (binary or string)")
+    check("value", (BinaryType(), StringType()), "binary or string")
+    check("key", (BinaryType(), StringType()), "binary or string")
+    check("topic", (StringType(),), "string")
+    check("partition", (IntegerType(),), "int")
+    check("headers", (HEADERS_TYPE,), "array<struct<key:string,value:binary>>")
+    if options.topic is None and "topic" not in types:
+        raise ConfigError("set the option topic, or give the DataFrame a topic column")
+
+
+@dataclass(frozen=True)
+class SamsaCommitMessage(WriterCommitMessage):
+    """What one task wrote: rows sent, and whether it skipped a batch already committed."""
+
+    partition_id: int
+    rows: int
+    skipped: bool = False
+
+
+def _as_bytes(value: Any) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+class _Rows:
+    """Sends the rows of Arrow record batches with a producer; records the first failure."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self._topic = options.topic
+        self.error: BaseException | None = None
+        self.first_topic: str | None = None
+        self.count = 0
+
+    def _on_delivery(self, metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        if error is not None and self.error is None:
+            self.error = error
+
+    def send_all(self, producer: Producer, batches: Iterator[pa.RecordBatch]) -> None:
+        send: Callable[..., Any] = producer.send
+        for batch in batches:
+            names = {name.lower(): name for name in batch.schema.names}
+            n = batch.num_rows
+
+            def column(
+                name: str, batch: pa.RecordBatch = batch, names: dict[str, str] = names
+            ) -> list[Any]:
+                if name not in names:
+                    return [None] * batch.num_rows
+                return list(batch.column(names[name]).to_pylist())
+
+            values = column("value")
+            keys = column("key")
+            topics = [self._topic] * n if self._topic is not None else column("topic")
+            partitions = column("partition")
+            headers = column("headers")
+            for i in range(n):
+                topic = topics[i]
+                if topic is None:
+                    raise ConfigError("a row has a null topic (and the option topic is not set)")
+                row_headers = headers[i]
+                send(
+                    topic,
+                    _as_bytes(values[i]),
+                    key=_as_bytes(keys[i]),
+                    partition=partitions[i],
+                    headers=None
+                    if row_headers is None
+                    else [(h["key"], h["value"]) for h in row_headers],
+                    on_delivery=self._on_delivery,
+                )
+                if self.first_topic is None:
+                    self.first_topic = topic
+            self.count += n
+            if self.error is not None:
+                raise self.error
+
+
+def _partition_id() -> int:
+    context = TaskContext.get()
+    return 0 if context is None else context.partitionId()
+
+
+class SamsaBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("samsa")``: each task sends its rows and waits for every ack."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        rows = _Rows(self.options)
+        with Producer(self.options.producer_props()) as producer:
+            rows.send_all(producer, iterator)
+            producer.flush()
+        if rows.error is not None:
+            raise rows.error
+        return SamsaCommitMessage(_partition_id(), rows.count)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to do: each task's records were acknowledged before it finished."""
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.warning("a batch write to samsa failed; rows of finished tasks stay written")
+
+
+class SinkStateError(SamsaError):
+    """Raised when a streaming write task runs outside a streaming query (no batch id)."""
+
+
+class SamsaStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("samsa")``: exactly-once micro-batches for read_committed
+    readers (see the module's docstring for how, and what it needs)."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        context = TaskContext.get()
+        batch_id = None if context is None else context.getLocalProperty("streaming.sql.batchId")
+        query_id = None if context is None else context.getLocalProperty("sql.streaming.queryId")
+        if context is None or batch_id is None or query_id is None:
+            raise SinkStateError("the samsa stream writer runs only in a streaming query's task")
+        partition_id = context.partitionId()
+        batch = int(batch_id)
+        name = f"{self.options.transactional_id_prefix}-{query_id}-{partition_id}"
+        config = {**self.options.producer_props(), "transactional.id": name}
+        with Producer(config) as producer:
+            # Fences an earlier attempt of this task and ends its open transaction, so
+            # the group's offset read next is final.
+            producer.init_transactions()
+            done = _last_committed_batch(self.options, name)
+            if done >= batch:
+                for _ in iterator:
+                    pass
+                log.info("%s: batch %d already committed (up to %d); skipped", name, batch, done)
+                return SamsaCommitMessage(partition_id, 0, skipped=True)
+            rows = _Rows(self.options)
+            producer.begin_transaction()
+            try:
+                rows.send_all(producer, iterator)
+                if rows.first_topic is not None:
+                    producer.send_offsets_to_transaction(
+                        {TopicPartition(rows.first_topic, 0): batch + 1},
+                        ConsumerGroupMetadata(name),
+                    )
+                producer.commit_transaction()
+            except BaseException:
+                _abort(producer, name)
+                raise
+        return SamsaCommitMessage(partition_id, rows.count)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to do: each task committed its own transaction."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning(
+            "micro-batch %d failed; its committed tasks are skipped when it is replayed", batchId
+        )
+
+
+def _last_committed_batch(options: SinkOptions, group: str) -> int:
+    """The highest batch id the task's group recorded (-1 for none)."""
+    with Admin(options.admin_props()) as admin:
+        offsets = admin.list_group_offsets(group, require_stable=True)
+    return max((o.offset for o in offsets.values()), default=0) - 1
+
+
+def _abort(producer: Producer, name: str) -> None:
+    try:
+        producer.abort_transaction()
+    except SamsaError as e:
+        # The task fails anyway; the next attempt's init_transactions aborts it instead.
+        log.warning("%s: abort after a failed write also failed: %s", name, e)
