@@ -77,7 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="samsa", description="A streaming platform that speaks the Kafka protocol."
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument(
+        "--log-level",
+        help="DEBUG, INFO, WARNING or ERROR (default INFO for serve, WARNING for the tools)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run a broker")
     serve.add_argument("--config", type=Path, help="a server.properties file")
@@ -119,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
          "list, describe, reset and delete consumer groups (kafka-consumer-groups)"),
         ("console-producer", "console_producer",
          "send lines of stdin to a topic (kafka-console-producer)"),
+        ("console-consumer", "console_consumer",
+         "print the records of topics on stdout (kafka-console-consumer)"),
         ("producer-perf-test", "perf",
          "measure producer throughput and latency (kafka-producer-perf-test)"),
     ):  # fmt: skip
@@ -131,8 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    # The tools keep stderr for what the user must see (as Kafka's tools log at WARN).
+    level = args.log_level or ("INFO" if args.command == "serve" else "WARNING")
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        level=getattr(logging, str(level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
