@@ -1,4 +1,4 @@
-"""``samsa console-consumer`` as a user runs it: each
+"""``samsa console-consumer`` and ``samsa consumer-perf-test`` as a user runs them: each
 command a ``python -m samsa`` process against a real broker, its output checked byte for
 byte against what kafka-console-consumer prints.
 
@@ -442,3 +442,109 @@ def test_a_bad_console_consumer_command_line_exits_2_saying_why(
     assert "usage: samsa console-consumer" in result.stderr
     assert message in result.stderr
     assert "Processed a total" not in result.stderr
+
+
+# -- samsa consumer-perf-test --------------------------------------------------------------
+
+SUMMARY_HEADER = (
+    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+)
+TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}"
+FIGURE = r"(?:\d+\.\d{4}|Infinity|NaN)"
+SUMMARY_LINE = re.compile(
+    rf"^({TIME}), ({TIME}), (\d+\.\d{{4}}), {FIGURE}, (\d+), {FIGURE}, (\d+), (-?\d+), "
+    rf"{FIGURE}, {FIGURE}$"
+)
+PERF_RECORDS = 2000
+PERF_RECORD_SIZE = 100
+
+
+@pytest.fixture(scope="module")
+def perf_topic(broker: BrokerProcess) -> str:
+    topic = unique("perf")
+    create(broker, topic, 2)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, **QUIET})
+    for i in range(PERF_RECORDS):
+        producer.produce(topic, b"x" * PERF_RECORD_SIZE, partition=i % 2)
+    assert producer.flush(10) == 0
+    return topic
+
+
+def perf(broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    return samsa("consumer-perf-test", "--bootstrap-server", broker.bootstrap, *args)
+
+
+def test_consumer_perf_test_reads_the_records_and_prints_kafkas_summary(
+    broker: BrokerProcess, perf_topic: str
+) -> None:
+    group = unique("perf-group")
+    result = perf(broker, "--topic", perf_topic, "--messages", str(PERF_RECORDS), "--group", group)
+    header, line = ok(result).splitlines()
+    assert header == SUMMARY_HEADER
+    match = SUMMARY_LINE.match(line)
+    assert match, line
+    start, end, megabytes, count, _rebalance_ms, _fetch_ms = match.groups()
+    assert start <= end
+    assert count == str(PERF_RECORDS)
+    assert megabytes == f"{PERF_RECORDS * PERF_RECORD_SIZE / 1024 / 1024:.4f}"
+    assert describe_group(broker, group) == [
+        (perf_topic, "0", "1000", "1000"),
+        (perf_topic, "1", "1000", "1000"),
+    ]
+
+
+def test_consumer_perf_test_warns_when_the_timeout_passes_before_all_arrive(
+    broker: BrokerProcess, perf_topic: str
+) -> None:
+    result = perf(
+        broker, "--topic", perf_topic, "--messages", str(PERF_RECORDS + 1), "--timeout", "500",
+        "--hide-header",
+    )  # fmt: skip
+    warning, line = ok(result).splitlines()
+    assert warning == (
+        "WARNING: Exiting before consuming the expected number of messages: timeout (500 ms) "
+        "exceeded. You can use the --timeout option to increase the timeout."
+    )
+    match = SUMMARY_LINE.match(line)
+    assert match, line
+    assert match.group(4) == str(PERF_RECORDS)
+
+
+def test_consumer_perf_test_detailed_stats_and_metrics(
+    broker: BrokerProcess, perf_topic: str
+) -> None:
+    result = perf(
+        broker, "--topic", perf_topic, "--messages", "500", "--show-detailed-stats",
+        "--reporting-interval", "1", "--print-metrics", "--fetch-size", "4096",
+    )  # fmt: skip
+    out = ok(result)
+    lines = out.splitlines()
+    assert lines[0] == (
+        "time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+        "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    )
+    detailed = [line for line in lines[1:] if re.match(TIME, line)]
+    assert detailed
+    assert all(line.split(", ")[1] == "0" for line in detailed)
+    metrics = {row["METRIC"]: row["VALUE"] for row in table(out[out.index("METRIC") :])}
+    assert metrics["records-consumed-total"] == "500"
+    assert metrics["bytes-consumed-total"] == str(500 * PERF_RECORD_SIZE)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        pytest.param(["--topic", "t"], "--messages", id="no messages"),
+        pytest.param(["--messages", "1"], "exactly one of --topic", id="nothing to read"),
+        pytest.param(["--messages", "1", "--topic", "t", "--reporting-interval", "0"],
+                     "--reporting-interval must be above 0", id="zero interval"),
+    ],
+)  # fmt: skip
+def test_a_bad_consumer_perf_test_command_line_exits_2(
+    broker: BrokerProcess, flags: list[str], message: str
+) -> None:
+    result = perf(broker, *flags)
+    assert result.returncode == 2
+    assert "usage: samsa consumer-perf-test" in result.stderr
+    assert message in result.stderr

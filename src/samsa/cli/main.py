@@ -126,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
          "print the records of topics on stdout (kafka-console-consumer)"),
         ("producer-perf-test", "perf",
          "measure producer throughput and latency (kafka-producer-perf-test)"),
+        ("consumer-perf-test", "consumer_perf",
+         "measure consumer throughput (kafka-consumer-perf-test)"),
     ):  # fmt: skip
         # Every argument goes to the tool's own parser (prefix_chars no flag can use).
         tool = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")
