@@ -95,6 +95,13 @@ def describe_group(broker: BrokerProcess, group: str) -> list[tuple[str, str, st
     ]
 
 
+def assert_usage_error(result: subprocess.CompletedProcess[str], tool: str, message: str) -> None:
+    """The tool refused its command line (exit 2), with its usage and ``message``."""
+    assert result.returncode == 2
+    assert f"usage: samsa {tool}" in result.stderr
+    assert message in result.stderr
+
+
 @pytest.fixture(scope="module")
 def known(broker: BrokerProcess) -> str:
     """Two partitions of records with keys, null keys and values, headers and timestamps."""
@@ -438,9 +445,7 @@ def test_a_bad_console_consumer_command_line_exits_2_saying_why(
     broker: BrokerProcess, flags: list[str], message: str
 ) -> None:
     result = consume(broker, *flags)
-    assert result.returncode == 2
-    assert "usage: samsa console-consumer" in result.stderr
-    assert message in result.stderr
+    assert_usage_error(result, "console-consumer", message)
     assert "Processed a total" not in result.stderr
 
 
@@ -544,7 +549,4 @@ def test_consumer_perf_test_detailed_stats_and_metrics(
 def test_a_bad_consumer_perf_test_command_line_exits_2(
     broker: BrokerProcess, flags: list[str], message: str
 ) -> None:
-    result = perf(broker, *flags)
-    assert result.returncode == 2
-    assert "usage: samsa consumer-perf-test" in result.stderr
-    assert message in result.stderr
+    assert_usage_error(perf(broker, *flags), "consumer-perf-test", message)

@@ -58,7 +58,14 @@ if TYPE_CHECKING:
     from samsa.client.consumer import Consumer
     from samsa.client.consumer.types import ConsumerRecord
 
-__all__ = ["build_parser", "consumer_properties", "open_consumer", "run"]
+__all__ = [
+    "add_topic_arguments",
+    "build_parser",
+    "consumer_properties",
+    "open_consumer",
+    "run",
+    "topic_pattern",
+]
 
 PROG = "samsa console-consumer"
 # How long one poll() waits, at most: how soon Ctrl-C and --timeout-ms are noticed.
@@ -82,14 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="the broker(s) to connect to, comma-separated (required)",
     )
-    parser.add_argument("--topic", help="the topic to read")
-    parser.add_argument(
-        "--include",
-        "--whitelist",
-        dest="include",
-        metavar="REGEX",
-        help="read every topic whose whole name matches this regular expression",
-    )
+    add_topic_arguments(parser)
     parser.add_argument(
         "--partition",
         type=int,
@@ -178,6 +178,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_topic_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--topic`` and ``--include`` (alias ``--whitelist``): what to read."""
+    parser.add_argument("--topic", help="the topic to read")
+    parser.add_argument(
+        "--include",
+        "--whitelist",
+        dest="include",
+        metavar="REGEX",
+        help="read every topic whose whole name matches this regular expression",
+    )
+
+
+def topic_pattern(options: argparse.Namespace) -> re.Pattern[str] | None:
+    """The compiled ``--include``, or None for ``--topic``; a usage error unless exactly
+    one of them is given."""
+    if (options.topic is None) == (options.include is None):
+        raise UsageError("name what to read with exactly one of --topic TOPIC or --include REGEX")
+    if options.include is None:
+        return None
+    try:
+        return re.compile(options.include)
+    except re.error as exc:
+        raise UsageError(
+            f"--include {options.include!r} is not a regular expression: {exc}"
+        ) from exc
+
+
 def run(args: argparse.Namespace) -> int:
     """``samsa console-consumer`` with the arguments after the subcommand in ``args.argv``."""
     return run_tool(build_parser(), args.argv, _execute)
@@ -246,19 +273,6 @@ def _start(options: argparse.Namespace) -> Start | None:
     raise UsageError(
         f"--offset {options.offset!r} is not earliest, latest or a non-negative number"
     )
-
-
-def _pattern(options: argparse.Namespace) -> re.Pattern[str] | None:
-    if (options.topic is None) == (options.include is None):
-        raise UsageError("name what to read with exactly one of --topic TOPIC or --include REGEX")
-    if options.include is None:
-        return None
-    try:
-        return re.compile(options.include)
-    except re.error as exc:
-        raise UsageError(
-            f"--include {options.include!r} is not a regular expression: {exc}"
-        ) from exc
 
 
 def _formatter(options: argparse.Namespace) -> Formatter:
@@ -506,7 +520,7 @@ class Printer:
 
 
 def _execute(options: argparse.Namespace) -> int:
-    pattern = _pattern(options)
+    pattern = topic_pattern(options)
     start = _start(options)
     formatter = _formatter(options)
     props = _properties(options)

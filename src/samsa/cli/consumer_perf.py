@@ -31,7 +31,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from samsa.cli.console_consumer import Stopper, consumer_properties, open_consumer
+from samsa.cli.console_consumer import (
+    Stopper,
+    add_topic_arguments,
+    consumer_properties,
+    open_consumer,
+    topic_pattern,
+)
 from samsa.cli.session import UsageError, run_tool
 from samsa.types import TopicPartition
 
@@ -63,14 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="the broker(s) to connect to (or bootstrap.servers in --consumer.config)",
     )
-    parser.add_argument("--topic", help="the topic to read")
-    parser.add_argument(
-        "--include",
-        "--whitelist",
-        dest="include",
-        metavar="REGEX",
-        help="read every topic whose whole name matches this regular expression",
-    )
+    add_topic_arguments(parser)
     parser.add_argument(
         "--messages", type=int, required=True, metavar="N", help="records to read (required)"
     )
@@ -296,18 +295,11 @@ def _properties(options: argparse.Namespace) -> dict[str, Any]:
 
 
 def _subscribe(consumer: Consumer, options: argparse.Namespace, timer: RebalanceTimer) -> None:
-    import re
-
-    if options.topic is not None:
+    pattern = topic_pattern(options)
+    if pattern is None:
         consumer.subscribe([options.topic], listener=timer)
-        return
-    try:
-        pattern = re.compile(options.include)
-    except re.error as exc:
-        raise UsageError(
-            f"--include {options.include!r} is not a regular expression: {exc}"
-        ) from exc
-    consumer.subscribe(pattern=pattern, listener=timer)
+    else:
+        consumer.subscribe(pattern=pattern, listener=timer)
 
 
 def _print_metrics(counts: Counts, timer: RebalanceTimer, elapsed_ms: int) -> None:
@@ -329,8 +321,7 @@ def _print_metrics(counts: Counts, timer: RebalanceTimer, elapsed_ms: int) -> No
 
 
 def _execute(options: argparse.Namespace) -> int:
-    if (options.topic is None) == (options.include is None):
-        raise UsageError("name what to read with exactly one of --topic TOPIC or --include REGEX")
+    topic_pattern(options)  # checked before connecting
     if options.messages < 0:
         raise UsageError("--messages must be at least 0")
     if options.reporting_interval <= 0:
