@@ -94,6 +94,7 @@ class AsyncConsumer:
         self.api_timeout_ms: int = config["default.api.timeout.ms"]
         self._committed_task: asyncio.Task[None] | None = None
         self._started = False
+        self._closing = False
         self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -121,9 +122,9 @@ class AsyncConsumer:
     async def close(self, timeout: float | None = None) -> None:
         """Commit (with auto-commit), leave the group, close connections. ``timeout``
         seconds bound the group work (None: ``default.api.timeout.ms``)."""
-        if self._closed:
+        if self._closed or self._closing:
             return
-        self._closed = True
+        self._closing = True  # the listener may still commit from on_partitions_revoked
         try:
             if self._coordinator is not None and self._started:
                 limit = self.api_timeout_ms / 1000 if timeout is None else timeout
@@ -133,6 +134,7 @@ class AsyncConsumer:
                 except TimeoutError:
                     log.warning("%s: closing the group membership timed out", self.client_id)
         finally:
+            self._closed = True
             if self._committed_task is not None:
                 self._committed_task.cancel()
             await self._fetcher.close()
