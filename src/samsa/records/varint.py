@@ -45,6 +45,10 @@ def decode_varint(
     is longer than ``max_bytes`` (5 for a varint, 10 for a varlong).
     """
     end = len(buf)
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:  # one byte: most lengths, deltas and counts in a batch
+            return (b >> 1) ^ -(b & 1), pos + 1
     result = 0
     shift = 0
     for i in range(max_bytes):
