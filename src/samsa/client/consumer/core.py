@@ -414,9 +414,11 @@ class AsyncConsumer:
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop returning (and fetching) records of these partitions until resume()."""
         self._subscriptions.pause(self._partitions(partitions))
+        self._fetcher.update_data_flag()
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
         self._subscriptions.resume(self._partitions(partitions))
+        self._fetcher.update_data_flag()
         self._fetcher.wakeup()
 
     def paused(self) -> set[TopicPartition]:

@@ -452,9 +452,16 @@ class Fetcher:
             error = self._errors.pop(tp)
             self._wake.set()
             raise error
-        if not self._buffer and not self._errors:
-            self.data.clear()
+        self.update_data_flag()
         return out
+
+    def update_data_flag(self) -> None:
+        """Set :attr:`data` exactly when poll() has something to return (records of a
+        paused partition wait in the buffer without waking it)."""
+        if self.has_data():
+            self.data.set()
+        else:
+            self.data.clear()
 
     def has_data(self) -> bool:
         assignment = self.subscriptions.assignment
