@@ -262,6 +262,29 @@ def test_include_reads_every_topic_whose_whole_name_matches(broker: BrokerProces
         assert sorted(ok(result).splitlines()) == ["a1", "a2", "b1", "b2"]
 
 
+def test_without_a_group_a_topic_created_later_is_read_from_its_beginning(
+    broker: BrokerProcess,
+) -> None:
+    prefix = unique("later")
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "samsa", "console-consumer", "--bootstrap-server",
+         broker.bootstrap, "--include", f"{prefix}-.*", "--max-messages", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert reader.stderr is not None
+        waiting = reader.stderr.readline()  # it has looked once: the topic is new to it
+        assert "waiting for a topic matching --include to exist" in waiting
+        fill(broker, f"{prefix}-new", [b"first", b"second"])
+        out, err = reader.communicate(timeout=COMMAND_TIMEOUT_S)
+    finally:
+        reader.kill()
+    assert reader.returncode == 0, err
+    assert out == "first\nsecond\n"
+
+
 def test_include_with_a_group_subscribes_to_the_pattern(broker: BrokerProcess) -> None:
     prefix, group = unique("incg"), unique("pattern-group")
     fill(broker, f"{prefix}-a", [b"a1"])

@@ -529,7 +529,9 @@ def _execute(options: argparse.Namespace) -> int:
         raise UsageError("--max-messages must be at least 0 (or -1: no limit)")
     if max_messages == -1:
         max_messages = None
-    timeout_ms = options.timeout_ms if (options.timeout_ms or -1) >= 0 else None
+    timeout_ms = options.timeout_ms
+    if timeout_ms is not None and timeout_ms < 0:
+        timeout_ms = None  # Kafka's tool: a negative timeout is no timeout
     consumer = open_consumer(props)
     printer = Printer(consumer, formatter, options.skip_message_on_error)
     stopper = Stopper()
