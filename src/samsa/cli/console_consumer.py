@@ -500,23 +500,27 @@ class Printer:
             wait = POLL_S
             if timeout_ms is not None:
                 left = last_record_at + timeout_ms / 1000 - time.monotonic()
-                if left <= 0:
-                    return
-                wait = min(wait, left)
+                wait = max(0.0, min(wait, left))
             if assigner is not None and not assigner.assigned:
                 time.sleep(wait)  # nothing to read yet (poll() needs partitions)
-                continue
-            limit = (
-                self.batch if max_messages is None else min(self.batch, max_messages - self.count)
-            )
-            records = self.consumer.poll(wait, max_records=limit)
-            if records:
-                last_record_at = time.monotonic()
-                try:
-                    self._print(records, out)
-                except StdoutClosed:
-                    note(PROG, "stdout is closed; closing the consumer")
+                records = []
+            else:
+                limit = self.batch
+                if max_messages is not None:
+                    limit = min(limit, max_messages - self.count)
+                records = self.consumer.poll(wait, max_records=limit)
+            if not records:
+                # As Kafka's tool: the timeout is checked after a poll that found nothing.
+                idle_s = time.monotonic() - last_record_at
+                if timeout_ms is not None and idle_s * 1000 >= timeout_ms:
                     return
+                continue
+            last_record_at = time.monotonic()
+            try:
+                self._print(records, out)
+            except StdoutClosed:
+                note(PROG, "stdout is closed; closing the consumer")
+                return
 
 
 def _execute(options: argparse.Namespace) -> int:
