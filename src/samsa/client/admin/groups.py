@@ -24,8 +24,8 @@ from samsa.client.admin.types import (
 )
 from samsa.client.cluster import COORDINATOR_ERRORS, CoordinatorType
 from samsa.client.errors import error_for
-from samsa.client.group_protocol import PROTOCOL_TYPE, decode_assignment
 from samsa.errors import CorruptRecordError, KafkaError
+from samsa.protocol.consumer_protocol import PROTOCOL_TYPE, parse_assignment
 from samsa.types import TopicPartition
 
 __all__ = ["GroupAdmin"]
@@ -239,7 +239,11 @@ def _member(member: Any, protocol_type: str) -> MemberDescription:
     assignment: tuple[TopicPartition, ...] = ()
     if protocol_type == PROTOCOL_TYPE and member.member_assignment:
         try:
-            assignment = decode_assignment(member.member_assignment)[0]
+            assignment = tuple(
+                TopicPartition(topic, p)
+                for topic, partitions in parse_assignment(member.member_assignment).partitions
+                for p in partitions
+            )
         except CorruptRecordError:
             assignment = ()  # another client's private format: shown as raw bytes only
     return MemberDescription(
