@@ -18,7 +18,9 @@ def test_top_level_exports_are_pinned() -> None:
     assert sorted(samsa.__all__) == [
         "Admin",
         "AsyncAdmin",
+        "AsyncConsumer",
         "AsyncProducer",
+        "Consumer",
         "KafkaError",
         "Producer",
         "SamsaError",
@@ -57,10 +59,17 @@ def test_readme_client_examples_run_against_a_broker(
     readme = (ROOT / "README.md").read_text()
     section = readme.split("## Python clients", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 4
+    printed = []
     for block in blocks:
         code = block.replace("127.0.0.1:9092", samsa_broker.bootstrap)
         exec(compile(code, "README.md", "exec"), {})
-    printed = capsys.readouterr().out.splitlines()
-    assert printed[1].startswith("RecordMetadata(topic='payments'")
-    assert printed[-2] == "2"  # two records across the three partitions
+        printed.append(capsys.readouterr().out.splitlines())
+    producer, async_producer, consumer, copier = printed
+    assert producer[1].startswith("RecordMetadata(topic='payments'")
+    assert producer[-1] == "2"  # two records across the three partitions
+    assert consumer[0].startswith("now reading [TopicPartition(topic='payments'")
+    records = consumer[1:]
+    assert len(records) == 3  # the two above and the asyncio one
+    assert any(line.endswith("b'customer-7' 42 EUR") for line in records)
+    assert copier == ["copied 3"]

@@ -9,6 +9,7 @@ failure share one tree::
     ├── ClientClosedError           the client (or connection) was closed by its owner
     ├── IllegalStateError           a call out of order (commit before begin_transaction)
     ├── TransactionAbortedError     a record of a transaction aborted before it was sent
+    ├── RecordDeserializationError  a consumer's key/value deserializer raised
     ├── ClientTimeoutError          a deadline passed on the client (also a TimeoutError)
     │   └── BufferExhaustedError    buffer.memory stayed full for max.block.ms
     └── KafkaError
@@ -31,6 +32,7 @@ __all__ = [
     "ClientClosedError",
     "ClientTimeoutError",
     "IllegalStateError",
+    "RecordDeserializationError",
     "TransactionAbortedError",
     "error_for",
     "network_error",
@@ -52,6 +54,17 @@ class IllegalStateError(SamsaError):
 class TransactionAbortedError(SamsaError):
     """Raised (through its future) for a record of a transaction that abort_transaction()
     aborted before the record was sent."""
+
+
+class RecordDeserializationError(SamsaError):
+    """Raised by a consumer's poll() when ``key.deserializer`` or ``value.deserializer``
+    fails on a record; the records before it were returned and the position is the
+    record's offset (``partition``, ``offset``), so a seek to ``offset + 1`` skips it."""
+
+    def __init__(self, message: str, partition: object, offset: int) -> None:
+        super().__init__(message)
+        self.partition = partition
+        self.offset = offset
 
 
 class ClientTimeoutError(SamsaError, TimeoutError):

@@ -43,6 +43,10 @@ class LoopThread:
         self.loop.run_forever()
 
     @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @property
     def in_loop_thread(self) -> bool:
         return threading.current_thread() is self.thread
 

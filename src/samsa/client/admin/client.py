@@ -45,6 +45,8 @@ class Admin:
 
     def close(self) -> None:
         """Close every connection and stop the client's thread."""
+        if self._portal.stopped:
+            return  # closed already
         try:
             self._portal.call(self._core.close())
         finally:

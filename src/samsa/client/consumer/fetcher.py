@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -43,8 +42,8 @@ from samsa.client.config import ClientConfig
 from samsa.client.connection import BrokerConnection
 from samsa.client.consumer.subscription import SubscriptionState
 from samsa.client.consumer.types import ConsumerRecord
-from samsa.client.errors import error_for
-from samsa.errors import CorruptRecordError, KafkaError, TruncatedBatchError
+from samsa.client.errors import RecordDeserializationError, error_for
+from samsa.errors import CorruptRecordError, KafkaError, SamsaError, TruncatedBatchError
 from samsa.records.batch import TimestampType, read_batch
 from samsa.records.control import ControlRecordType, control_record_type
 from samsa.records.reader import iter_records
@@ -112,12 +111,14 @@ class Fetcher:
         self.data = asyncio.Event()
         """Set when records (or an error to raise) are buffered; ``poll()`` waits on it."""
         self._buffer: dict[TopicPartition, _Buffered] = {}
-        self._errors: dict[TopicPartition, KafkaError] = {}
+        self._errors: dict[TopicPartition, tuple[int, SamsaError]] = {}
+        """Per partition: an error poll() raises once the position reaches its offset."""
         self._connections: dict[int, BrokerConnection] = {}
         self._busy_nodes: set[int] = set()
         self._in_flight: set[TopicPartition] = set()  # partitions in a Fetch or a reset right now
         self._retry_at: dict[Any, float] = {}  # partition or ("node", id) → monotonic time
         self._wake = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task[None] | None = None
         self._children: set[asyncio.Task[Any]] = set()
         self._metadata_wait: asyncio.Task[Any] | None = None
@@ -131,6 +132,8 @@ class Fetcher:
             )
 
     async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
         tasks = [t for t in (self._task, self._metadata_wait, *self._children) if t is not None]
         for task in tasks:
             task.cancel()
@@ -162,28 +165,50 @@ class Fetcher:
         task.add_done_callback(self._children.discard)
 
     def _backing_off(self, key: Any, now: float) -> bool:
+        """Whether ``key`` (a partition, or ("node", id)) waits out a backoff at loop time
+        ``now``; if so, a wake-up is due when it ends."""
         retry_at = self._retry_at.get(key)
         if retry_at is None:
             return False
         if retry_at <= now:
             del self._retry_at[key]
             return False
+        self._wake_at(retry_at)
         return True
 
     def _back_off(self, key: Any) -> None:
-        delay_s = self.cluster.retry_backoff.initial_ms / 1000
-        self._retry_at[key] = time.monotonic() + delay_s
-        asyncio.get_running_loop().call_later(delay_s, self._wake.set)
+        loop = asyncio.get_running_loop()
+        retry_at = loop.time() + self.cluster.retry_backoff.initial_ms / 1000
+        self._retry_at[key] = retry_at
+        self._wake_at(retry_at)
+
+    def _wake_at(self, when: float) -> None:
+        """Wake the fetch loop at loop time ``when`` (one timer: the earliest asked for)."""
+        timer = self._timer
+        if timer is not None and not timer.cancelled() and timer.when() <= when:
+            return
+        if timer is not None:
+            timer.cancel()
+        self._timer = asyncio.get_running_loop().call_at(when, self._timer_fired)
+
+    def _timer_fired(self) -> None:
+        self._timer = None
+        self._wake.set()
 
     def _send_fetches(self) -> None:
         subscriptions = self.subscriptions
         cluster = self.cluster
-        now = time.monotonic()
+        now = asyncio.get_running_loop().time()
         by_node: dict[int, dict[TopicPartition, int]] = {}
         to_reset: dict[TopicPartition, int] = {}
         missing_leader = False
         for tp, state in subscriptions.assignment.items():
-            if tp in self._in_flight or tp in self._buffer or self._backing_off(tp, now):
+            if (
+                tp in self._in_flight
+                or tp in self._buffer
+                or tp in self._errors
+                or self._backing_off(tp, now)
+            ):
                 continue
             if state.position is None:
                 if state.reset is not None:
@@ -281,7 +306,12 @@ class Fetcher:
                 for partition in topic.partitions:
                     tp = TopicPartition(topic.topic, int(partition.partition_index))
                     if tp in positions:
-                        self._handle(tp, positions[tp], partition)
+                        try:
+                            self._handle(tp, positions[tp], partition)
+                        except Exception as exc:  # a bug must not turn into a fetch loop
+                            log.exception("%s: cannot handle fetched data of %s",
+                                          self.cluster.client_id, tp)  # fmt: skip
+                            self._fail(tp, positions[tp], SamsaError(f"{tp}: {exc!r}"))
         finally:
             self._busy_nodes.discard(node)
             self._in_flight.difference_update(positions)
@@ -296,26 +326,26 @@ class Fetcher:
             state.high_watermark = int(partition.high_watermark)
             state.last_stable_offset = int(partition.last_stable_offset)
             state.log_start_offset = int(partition.log_start_offset)
-            try:
-                records, next_offset = self._parse(
-                    tp, position, partition.records, partition.aborted_transactions
-                )
-            except KafkaError as exc:
-                self._errors[tp] = exc
-                self.data.set()
-                return
+            records, next_offset, error = self._parse(
+                tp, position, partition.records, partition.aborted_transactions
+            )
             if records or next_offset > position:
                 self._buffer[tp] = _Buffered(position, records, next_offset)
                 self.data.set()
+            if error is not None:
+                self._fail(tp, next_offset, error)
         elif code == OFFSET_OUT_OF_RANGE:
             strategy = self.subscriptions.default_reset
             if strategy == "none":
-                self._errors[tp] = error_for(
-                    code,
-                    f"fetch position {position} is out of range for partition {tp} and "
-                    "auto.offset.reset is none: seek to a valid offset",
+                self._fail(
+                    tp,
+                    position,
+                    error_for(
+                        code,
+                        f"fetch position {position} is out of range for partition {tp} and "
+                        "auto.offset.reset is none: seek to a valid offset",
+                    ),
                 )
-                self.data.set()
             else:
                 log.info(
                     "%s: offset %d out of range for %s; resetting to %s",
@@ -326,18 +356,25 @@ class Fetcher:
             self.cluster.request_update()
             self._back_off(tp)
         else:
-            self._errors[tp] = error_for(code, f"fetching partition {tp}")
-            self.data.set()
+            self._fail(tp, position, error_for(code, f"fetching partition {tp}"))
+
+    def _fail(self, tp: TopicPartition, offset: int, error: SamsaError) -> None:
+        """Have poll() raise ``error`` when ``tp``'s position is ``offset``; the partition
+        is not fetched again until then (after that, not before ``retry.backoff.ms``)."""
+        self._errors[tp] = (offset, error)
+        self.data.set()
 
     def _parse(
         self, tp: TopicPartition, position: int, data: bytes | None, aborted: Iterable[Any] | None
-    ) -> tuple[list[ConsumerRecord], int]:
-        """Records at or after ``position`` in a partition's fetched bytes, and the offset
-        after the last complete batch (or ``position`` when there is none)."""
+    ) -> tuple[list[ConsumerRecord], int, SamsaError | None]:
+        """Records at or after ``position`` in a partition's fetched bytes, the offset after
+        the last complete batch (or ``position`` when there is none), and the error that
+        stopped the parse early (a corrupt batch, a deserializer that raised), if one did:
+        the records before it are returned and the offset is where it happened."""
         records: list[ConsumerRecord] = []
         next_offset = position
         if not data:
-            return records, next_offset
+            return records, next_offset, None
         topic, partition = tp
         read_committed = self.isolation_level == 1
         aborted_heap = (
@@ -360,7 +397,10 @@ class Fetcher:
             if batch.next_offset <= position:
                 continue
             if self.check_crcs:
-                batch.validate()
+                try:
+                    batch.validate()
+                except CorruptRecordError as exc:
+                    return records, next_offset, _corrupt(tp, batch.base_offset, exc)
             if read_committed:
                 while aborted_heap and aborted_heap[0][0] <= batch.last_offset:
                     aborted_producers.add(heapq.heappop(aborted_heap)[1])
@@ -381,11 +421,19 @@ class Fetcher:
                 continue
             timestamp_type = int(batch.timestamp_type is TimestampType.LOG_APPEND_TIME)
             leader_epoch = batch.partition_leader_epoch
+            batch_start = len(records)
             try:
                 for record in iter_records(batch):
                     if record.offset < position:
                         continue
                     key, value = record.key, record.value
+                    try:
+                        if key_deserializer is not None and key is not None:
+                            key = key_deserializer(key)
+                        if value_deserializer is not None and value is not None:
+                            value = value_deserializer(value)
+                    except Exception as exc:  # the user's deserializer
+                        return records, record.offset, _undeserializable(tp, record.offset, exc)
                     append(
                         ConsumerRecord(
                             topic,
@@ -393,24 +441,21 @@ class Fetcher:
                             record.offset,
                             record.timestamp,
                             timestamp_type,
-                            key_deserializer(key)
-                            if key_deserializer is not None and key is not None
-                            else key,
-                            value_deserializer(value)
-                            if value_deserializer is not None and value is not None
-                            else value,
+                            key,
+                            value,
                             record.headers,
                             leader_epoch,
-                            -1 if key is None else len(key),
-                            -1 if value is None else len(value),
+                            -1 if record.key is None else len(record.key),
+                            -1 if record.value is None else len(record.value),
                         )
                     )
-            except CorruptRecordError as exc:
-                raise CorruptRecordError(
-                    f"partition {topic}-{partition}: batch at offset {batch.base_offset}: {exc}"
-                ) from exc
+            except KafkaError as exc:  # corrupt records, an unknown codec
+                del records[batch_start:]  # the batch is returned whole or not at all
+                if isinstance(exc, CorruptRecordError):
+                    exc = _corrupt(tp, batch.base_offset, exc)
+                return records, next_offset, exc
             next_offset = batch.next_offset
-        return records, next_offset
+        return records, next_offset, None
 
     # -- handing records out ---------------------------------------------------------------
 
@@ -444,14 +489,17 @@ class Fetcher:
                 buffered.position = state.position
                 del self._buffer[tp]  # to the back of the line: partitions take turns
                 self._buffer[tp] = buffered
-        for tp in list(self._errors):
-            if tp not in assignment:
+        for tp, (offset, error) in list(self._errors.items()):
+            state = assignment.get(tp)
+            if tp in self._buffer and state is not None:
+                continue  # the records before the error come first
+            if state is None or state.position != offset:
+                del self._errors[tp]  # unassigned, or sought elsewhere
+                self._wake.set()
+            elif not out and not state.paused:
                 del self._errors[tp]
-        if not out and self._errors:
-            tp = next(iter(self._errors))
-            error = self._errors.pop(tp)
-            self._wake.set()
-            raise error
+                self._back_off(tp)  # fetched again (and failing again) not before the backoff
+                raise error
         self.update_data_flag()
         return out
 
@@ -465,8 +513,9 @@ class Fetcher:
 
     def has_data(self) -> bool:
         assignment = self.subscriptions.assignment
-        return bool(self._errors) or any(
-            (s := assignment.get(tp)) is not None and not s.paused for tp in self._buffer
+        return any(
+            (s := assignment.get(tp)) is not None and not s.paused
+            for tp in (*self._buffer, *self._errors)
         )
 
     # -- offsets by time or position -------------------------------------------------------
@@ -571,3 +620,24 @@ class Fetcher:
                     (int(p.offset), int(p.timestamp), int(getattr(p, "leader_epoch", -1))),
                 )
         return out
+
+
+def _corrupt(tp: TopicPartition, offset: int, error: CorruptRecordError) -> CorruptRecordError:
+    corrupt = CorruptRecordError(
+        f"partition {tp}: the batch at offset {offset} is corrupt: {error}; skip it with "
+        f"seek() past its last offset, or read it with check.crcs=false"
+    )
+    corrupt.__cause__ = error
+    return corrupt
+
+
+def _undeserializable(tp: TopicPartition, offset: int, error: Exception) -> SamsaError:
+    failure = RecordDeserializationError(
+        f"the deserializer failed on the record at offset {offset} of {tp}: {error!r}; fix "
+        f"the deserializer, or skip the record with seek(TopicPartition({tp.topic!r}, "
+        f"{tp.partition}), {offset + 1})",
+        tp,
+        offset,
+    )
+    failure.__cause__ = error
+    return failure

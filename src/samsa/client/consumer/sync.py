@@ -25,6 +25,7 @@ from samsa.client.config import ClientConfig
 from samsa.client.consumer.core import AsyncConsumer, CommitCallback
 from samsa.client.consumer.types import ConsumerRecord, RebalanceListener
 from samsa.client.portal import LoopThread, blocking
+from samsa.client.producer.types import ConsumerGroupMetadata
 from samsa.types import TopicPartition
 
 __all__ = ["Consumer"]
@@ -147,7 +148,10 @@ class Consumer:
         return self._run_with_callbacks(self._core.poll(timeout, max_records))
 
     def close(self, timeout: float | None = None) -> None:
-        """Commit (with auto-commit), leave the group, stop the loop thread."""
+        """Commit (with auto-commit), leave the group, stop the loop thread. Closing a
+        closed consumer does nothing."""
+        if self._portal.stopped:
+            return
         try:
             self._run_with_callbacks(self._core.close(timeout))
         finally:
@@ -206,7 +210,8 @@ class Consumer:
     def paused(self) -> set[TopicPartition]:
         return self._sync(self._core.paused)
 
-    def group_metadata(self) -> Any:
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This member's group, generation and ids, for ``send_offsets_to_transaction``."""
         return self._sync(self._core.group_metadata)
 
     position = blocking(AsyncConsumer.position)

@@ -71,6 +71,8 @@ class Producer:
 
     def close(self, timeout: float | None = None) -> None:
         """Deliver what was sent (up to ``timeout`` seconds), close, stop the thread."""
+        if self._portal.stopped:
+            return  # closed already
         try:
             self._portal.call(self._core.close(timeout))
         finally:
