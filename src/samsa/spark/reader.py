@@ -92,6 +92,8 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
                 if not _skip_lost(options, consumer, tp, rng):
                     break
                 records = []
+                if time.monotonic() > deadline:
+                    raise
             if records:
                 deadline = time.monotonic() + timeout_s
                 rows.extend(r for r in records if r.offset < rng.until_offset)
