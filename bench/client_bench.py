@@ -218,11 +218,12 @@ def produce_confluent(job: ProduceJob) -> CpuWindow:
     send, poll = producer.produce, producer.poll
     with CpuWindow(pid) as window:
         for i in range(count):
-            try:
-                send(topic, payload)
-            except BufferError:  # the local queue is full: serve delivery reports, retry
-                poll(0.005)
-                send(topic, payload)
+            while True:
+                try:
+                    send(topic, payload)
+                    break
+                except BufferError:  # the local queue is full: serve delivery reports, retry
+                    poll(0.005)
             if i % 1000 == 0:
                 poll(0)
         left = producer.flush(RUN_TIMEOUT_S)
@@ -569,13 +570,19 @@ def main(argv: list[str] | None = None) -> int:
                    consumed, consumers)  # fmt: skip
         print()
         print(f"total {time.monotonic() - started:.0f} s")
-        return 0
+    except BaseException:
+        if broker.process is not None and broker.process.poll() is not None:
+            print(f"the broker exited with {broker.process.returncode}", file=sys.stderr)
+        args.keep = True  # the broker's log says what went wrong
+        raise
     finally:
-        broker.stop()
+        if broker.process is not None and broker.process.poll() is None:
+            broker.stop()
         if args.keep:
             print(f"kept {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
