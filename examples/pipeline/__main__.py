@@ -61,6 +61,7 @@ def main() -> None:
         SparkSession.builder.master("local[2]")
         .appName("click-counts")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
         .getOrCreate()
