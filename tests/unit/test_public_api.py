@@ -68,6 +68,7 @@ def test_readme_client_examples_run_against_a_broker(
     producer, async_producer, consumer, copier = printed
     assert producer[1].startswith("RecordMetadata(topic='payments'")
     assert producer[-1] == "2"  # two records across the three partitions
+    assert len(async_producer) == 1  # partition and offset of the asyncio one
     assert consumer[0].startswith("now reading [TopicPartition(topic='payments'")
     records = consumer[1:]
     assert len(records) == 3  # the two above and the asyncio one
