@@ -72,6 +72,8 @@ _SOURCE_RESERVED = {
     "group.instance.id": "the source joins no group",
     "auto.offset.reset": "use startingOffsets (and failOnDataLoss for deleted records)",
     "enable.auto.commit": "the source keeps its offsets in Spark's checkpoint",
+    "allow.auto.create.topics": "the source never creates topics (reading a deleted topic "
+    "would bring it back empty)",
     "key.deserializer": "keys are returned as binary: cast or parse them in Spark",
     "value.deserializer": "values are returned as binary: cast or parse them in Spark",
 }
@@ -318,7 +320,10 @@ class SourceOptions:
 
     def consumer_props(self) -> dict[str, Any]:
         props: dict[str, Any] = _for_client(self.client, CONSUMER_CONFIG)
-        props.update({"enable.auto.commit": False, "auto.offset.reset": "none"})
+        props.update(
+            {"enable.auto.commit": False, "auto.offset.reset": "none",
+             "allow.auto.create.topics": False}
+        )  # fmt: skip
         return props
 
     def admin_props(self) -> dict[str, Any]:

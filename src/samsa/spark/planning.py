@@ -18,7 +18,7 @@ from samsa.errors import ConfigError, SamsaError
 from samsa.spark.options import EARLIEST, LATEST, OffsetBound, SourceOptions
 from samsa.types import TopicPartition
 
-__all__ = ["DataLossError", "OffsetPlanner"]
+__all__ = ["DataLossError", "OffsetPlanner", "describe_gone"]
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,18 @@ log = logging.getLogger(__name__)
 class DataLossError(SamsaError):
     """Raised when records a query should read are gone (deleted by retention or with
     their topic, or the partition disappeared) and ``failOnDataLoss`` is true."""
+
+
+def describe_gone(gone: Iterable[TopicPartition], current: Iterable[TopicPartition]) -> str:
+    """``gone`` in words: whole topics that were deleted, then single partitions."""
+    gone = sorted(gone)
+    live_topics = {tp.topic for tp in current}
+    deleted = sorted({tp.topic for tp in gone if tp.topic not in live_topics})
+    parts = [f"topic {topic!r} was deleted" for topic in deleted]
+    missing = [str(tp) for tp in gone if tp.topic in live_topics]
+    if missing:
+        parts.append(f"partition(s) {', '.join(missing)} no longer exist")
+    return "; ".join(parts)
 
 
 class OffsetPlanner:
@@ -137,11 +149,9 @@ class OffsetPlanner:
         gone = sorted(tp for tp in start if tp not in current)
         if gone and self._options.fail_on_data_loss:
             raise DataLossError(
-                "partition(s) "
-                + ", ".join(map(str, gone))
-                + " no longer exist (topic deleted?); records may have been lost. "
-                "Set failOnDataLoss=false to carry on without them."
+                describe_gone(gone, current) + "; the records not yet read from them are "
+                "lost. Set failOnDataLoss=false to carry on without them."
             )
         if gone:
-            log.warning("partitions %s are gone; carrying on without them", gone)
+            log.warning("%s; carrying on without them", describe_gone(gone, current))
         return {tp: offset for tp, offset in start.items() if tp in current}

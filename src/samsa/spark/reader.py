@@ -52,6 +52,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ROWS_PER_ARROW_BATCH = 8192
+# How long a task waits for records before it asks whether its topic still exists.
+EXISTS_CHECK_S = 1.0
 
 
 class ReadTimeoutError(SamsaError):
@@ -71,7 +73,9 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
     """The records of ``rng`` as Arrow record batches, read with samsa's consumer.
 
     Records deleted before the task reads them (retention, a deleted topic) raise
-    DataLossError with ``failOnDataLoss``, and are skipped without it.
+    DataLossError with ``failOnDataLoss``, and are skipped without it. A task that
+    waits for records asks every EXISTS_CHECK_S whether its topic still exists, so a
+    topic deleted under it ends the task instead of waiting out pollTimeoutMs.
     """
     from samsa.client.consumer import Consumer
 
@@ -85,6 +89,7 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
         consumer.seek(tp, rng.from_offset)
         timeout_s = options.poll_timeout_ms / 1000
         deadline = time.monotonic() + timeout_s
+        next_check = time.monotonic() + EXISTS_CHECK_S
         while consumer.position(tp) < rng.until_offset:
             try:
                 records = consumer.poll(timeout=0.2, max_records=ROWS_PER_ARROW_BATCH)
@@ -94,12 +99,18 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
                 records = []
                 if time.monotonic() > deadline:
                     raise
+            now = time.monotonic()
             if records:
-                deadline = time.monotonic() + timeout_s
+                deadline, next_check = now + timeout_s, now + EXISTS_CHECK_S
                 rows.extend(r for r in records if r.offset < rng.until_offset)
                 if len(rows) >= ROWS_PER_ARROW_BATCH:
                     yield rows.take()
-            elif time.monotonic() > deadline:
+                continue
+            if now > next_check:
+                next_check = now + EXISTS_CHECK_S
+                if not _still_exists(options, consumer, tp, rng):
+                    break
+            if now > deadline:
                 raise ReadTimeoutError(
                     f"no record of {tp} at offset {consumer.position(tp)} (reading up to "
                     f"{rng.until_offset}) within kafkaConsumer.pollTimeoutMs="
@@ -109,6 +120,25 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
             yield rows.take()
     finally:
         consumer.close()
+
+
+def _still_exists(
+    options: SourceOptions, consumer: Any, tp: TopicPartition, rng: OffsetRange
+) -> bool:
+    """Whether ``tp`` still exists; if it does not (its topic was deleted while the task
+    read it), DataLossError with ``failOnDataLoss``, else False: the rest is skipped."""
+    partitions = consumer.partitions_for(tp.topic, timeout=10)
+    if partitions is not None and tp.partition in partitions:
+        return True
+    position = consumer.position(tp)
+    what = f"topic {tp.topic!r} was deleted" if partitions is None else f"{tp} no longer exists"
+    if options.fail_on_data_loss:
+        raise DataLossError(
+            f"{what} while offsets {position}..{rng.until_offset - 1} of {tp} were being read; "
+            "those records are lost. Set failOnDataLoss=false to skip them."
+        )
+    log.warning("%s; skipping offsets %d..%d of %s", what, position, rng.until_offset - 1, tp)
+    return False
 
 
 def _skip_lost(options: SourceOptions, consumer: Any, tp: TopicPartition, rng: OffsetRange) -> bool:
@@ -191,7 +221,8 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     Partitions added to a subscribed topic (or a new matching topic) are read from
     their earliest offset. ``maxOffsetsPerTrigger`` caps a batch, shared across
     partitions in proportion to what each has waiting; ``minOffsetsPerTrigger``
-    holds a batch back until that many offsets wait or ``maxTriggerDelay`` passes.
+    holds a batch back until that many offsets wait or ``maxTriggerDelay`` has passed
+    since the last batch (the first batch after the query starts does not wait).
     """
 
     def __init__(self, options: SourceOptions, schema: StructType) -> None:
@@ -200,7 +231,8 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._admin: Admin | None = None
         self._latest: dict[TopicPartition, int] | None = None
         self._target: dict[TopicPartition, int] | None = None
-        self._last_admitted = time.monotonic()
+        # None until the first batch: as in Spark, a query's first batch does not wait.
+        self._last_admitted: float | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -230,13 +262,14 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         planner = self._planner()
-        begin = offsets_from_json(start)
+        current = planner.partitions()
+        begin = planner.check_lost(offsets_from_json(start), current)
         if self._target is not None:
-            latest = dict(self._target)
+            # Trigger.AvailableNow: what there was at the start, less what is gone since.
+            still = set(current)
+            latest = {tp: o for tp, o in self._target.items() if tp in still}
             latest.update({tp: o for tp, o in begin.items() if tp not in latest})
         else:
-            current = planner.partitions()
-            begin = planner.check_lost(begin, current)
             latest = planner.latest(current)
         new = [tp for tp in latest if tp not in begin]
         begin.update(planner.earliest(new))
@@ -247,10 +280,14 @@ class SamsaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else None
         if min_rows is None:
             min_rows = self.options.min_offsets_per_trigger
-        if min_rows is not None and self._target is None and waiting < min_rows:
-            waited_ms = (time.monotonic() - self._last_admitted) * 1000
-            if waited_ms < self.options.max_trigger_delay_ms:
-                return start
+        if (
+            min_rows is not None
+            and self._target is None
+            and waiting < min_rows
+            and self._last_admitted is not None
+            and (time.monotonic() - self._last_admitted) * 1000 < self.options.max_trigger_delay_ms
+        ):
+            return start
         self._last_admitted = time.monotonic()
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         if max_rows is None:

@@ -1,7 +1,8 @@
 """The source's columns, and consumer records turned into Arrow record batches.
 
 The columns are those of Spark's Kafka source: key, value, topic, partition,
-offset, timestamp, timestampType, and headers when ``includeHeaders`` is true.
+offset, timestamp, timestampType, and headers when ``includeHeaders`` is true
+(null for a record without headers, as in Spark's Kafka source).
 Executors hand Spark ``pyarrow.RecordBatch`` objects built column by column,
 which skips PySpark's per-row type checks (bench/spark_bench.py measures both).
 """
@@ -49,7 +50,10 @@ def source_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
-def _headers(record: ConsumerRecord) -> list[dict[str, Any]]:
+def _headers(record: ConsumerRecord) -> list[dict[str, Any]] | None:
+    # As Spark's Kafka source: a record without headers has null, not an empty array.
+    if not record.headers:
+        return None
     return [{"key": key, "value": value} for key, value in record.headers]
 
 
@@ -104,5 +108,5 @@ def record_tuple(record: ConsumerRecord, include_headers: bool) -> tuple[Any, ..
         record.timestamp_type,
     )
     if include_headers:
-        row += ([(k, v) for k, v in record.headers],)
+        row += ([(k, v) for k, v in record.headers] if record.headers else None,)
     return row
