@@ -15,9 +15,10 @@ CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ConsumerRecord:
-    """One record as ``poll()`` returns it.
+    """One record as ``poll()`` returns it (treat it as read-only; it is not frozen
+    because a frozen dataclass costs more to build than the rest of a record's decoding).
 
     ``key`` and ``value`` are bytes (or None), or what ``key.deserializer`` /
     ``value.deserializer`` made of them. ``timestamp`` is epoch milliseconds of
