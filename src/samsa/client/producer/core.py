@@ -136,6 +136,8 @@ class AsyncProducer:
         self._key_serializer = config["key.serializer"]
         self._value_serializer = config["value.serializer"]
         self._max_block_s = config["max.block.ms"] / 1000
+        self._unyielded = 0
+        self._yield_every = max(config["batch.size"], 1)
         self._waiting: dict[str, deque[_Waiting]] = {}
         self._handoff: deque[tuple[PreparedRecord, Future | None, DeliveryCallback | None]]
         self._handoff = deque()
@@ -273,6 +275,12 @@ class AsyncProducer:
         await self._memory.reserve(record.size, self._max_block_s)
         future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         self._accept(record, future, on_delivery)
+        # A loop of awaited sends that never waits for memory would never let the sender
+        # run (until buffer.memory fills): yield about once per batch.size of records.
+        self._unyielded += record.size
+        if self._unyielded >= self._yield_every:
+            self._unyielded = 0
+            await asyncio.sleep(0)
         return future
 
     async def send_and_wait(
