@@ -8,14 +8,18 @@ binary>). Other columns are ignored.
 The batch writer is at-least-once (a retried task writes its rows again). The
 streaming writer makes each micro-batch exactly-once for ``read_committed``
 readers: each task writes in one transaction whose ``transactional.id`` is
-stable per (query, task partition), and commits, in the same transaction, the
-batch id as the offset of a group of the same name. A replay of a batch — a
+stable per (query, task partition), adds the batch id as the offset of a group
+of the same name, and leaves the transaction open; Spark's driver commits the
+transactions of a micro-batch once all its tasks succeeded
+(:mod:`samsa.spark.transactions` says why not earlier). A replay of a batch — a
 retried task, or the whole batch after the driver died — first fences any
 earlier attempt (``init_transactions`` aborts its open transaction), then reads
 the group's offset and skips the batch when it is already committed. This holds
 as long as a replayed batch puts the same rows in the same task partitions,
 which Spark's deterministic planning of a checkpointed batch gives for
-deterministic queries.
+deterministic queries, and as long as a micro-batch commits within
+``transaction.timeout.ms`` of its first task's write (else it fails, and is
+written again when the query restarts).
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ from samsa.client.producer import ConsumerGroupMetadata, Producer, RecordMetadat
 from samsa.errors import ConfigError, SamsaError
 from samsa.spark.options import SinkOptions
 from samsa.spark.rows import HEADERS_TYPE
+from samsa.spark.transactions import (
+    PreparedTransaction,
+    end_transactions,
+    prepared_transaction,
+)
 from samsa.types import TopicPartition
 
 __all__ = ["SamsaBatchWriter", "SamsaCommitMessage", "SamsaStreamWriter", "check_sink_schema"]
@@ -74,11 +83,13 @@ def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
 
 @dataclass(frozen=True)
 class SamsaCommitMessage(WriterCommitMessage):
-    """What one task wrote: rows sent, and whether it skipped a batch already committed."""
+    """What one task wrote: rows sent, whether it skipped a batch already committed, and
+    the open transaction the driver commits (streaming writes of at least one row)."""
 
     partition_id: int
     rows: int
     skipped: bool = False
+    transaction: PreparedTransaction | None = None
 
 
 def _as_bytes(value: Any) -> bytes | None:
@@ -205,19 +216,37 @@ class SamsaStreamWriter(DataSourceStreamArrowWriter):
                         {TopicPartition(rows.first_topic, 0): batch + 1},
                         ConsumerGroupMetadata(name),
                     )
-                producer.commit_transaction()
+                producer.flush()
+                if rows.error is not None:
+                    raise rows.error
+                prepared = prepared_transaction(producer) if rows.first_topic else None
             except BaseException:
                 _abort(producer, name)
                 raise
-        return SamsaCommitMessage(partition_id, rows.count)
+            # Closing the producer leaves the transaction open for the driver's commit().
+        return SamsaCommitMessage(partition_id, rows.count, transaction=prepared)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: each task committed its own transaction."""
+        """Commit the transactions every task of the micro-batch left open."""
+        end_transactions(self.options.admin_props(), _transactions(messages), commit=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        log.warning(
-            "micro-batch %d failed; its committed tasks are skipped when it is replayed", batchId
-        )
+        """Abort the transactions of the tasks that succeeded, so read_committed readers
+        are not held up until they time out (a replay would fence them anyway)."""
+        log.warning("micro-batch %d failed; aborting its write tasks' transactions", batchId)
+        try:
+            end_transactions(self.options.admin_props(), _transactions(messages), commit=False)
+        except SamsaError as e:
+            # Safe: a replayed task's init_transactions aborts what is still open.
+            log.warning("micro-batch %d: aborting its transactions failed: %s", batchId, e)
+
+
+def _transactions(messages: list[WriterCommitMessage | None]) -> list[PreparedTransaction]:
+    return [
+        m.transaction
+        for m in messages
+        if isinstance(m, SamsaCommitMessage) and m.transaction is not None
+    ]
 
 
 def _last_committed_batch(options: SinkOptions, group: str) -> int:
