@@ -115,3 +115,92 @@ def decode_record(
         timestamp_override if timestamp_override is not None else base_timestamp + timestamp_delta
     )
     return Record(base_offset + offset_delta, timestamp, key, value, tuple(headers)), end
+
+
+def decode_records(
+    buf: bytes,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    timestamp_override: int | None,
+) -> list[tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]]:
+    """``count`` records from the start of ``buf`` as (offset, timestamp, key, value,
+    headers) tuples, with the checks of :func:`decode_record` (which this falls back to
+    for anything unusual) but without its per-record objects and calls: the consumer's
+    hot loop. Raises :class:`CorruptRecordError` when ``buf`` does not hold exactly
+    ``count`` records."""
+    out: list[tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]] = []
+    append = out.append
+    n = len(buf)
+    pos = 0
+    for _ in range(count):
+        if pos >= n:
+            raise CorruptRecordError(
+                f"batch declares {count} records but its records section ends early"
+            )
+        start = pos
+        try:
+            # Each varint: one byte inline (the common case), longer ones by decode_varint.
+            b = buf[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, pos = decode_varint(buf, pos, MAX_VARINT_BYTES)
+            end = pos + length
+            if length < 6 or end > n:
+                raise IndexError  # decode_record reports it
+            pos += 1  # attributes
+            b = buf[pos]
+            if b < 0x80:
+                timestamp_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                timestamp_delta, pos = decode_varint(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                offset_delta, pos = decode_varint(buf, pos, MAX_VARINT_BYTES)
+            b = buf[pos]
+            if b < 0x80:
+                size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                size, pos = decode_varint(buf, pos, MAX_VARINT_BYTES)
+            if size == -1:
+                key = None
+            elif 0 <= size <= end - pos:
+                key, pos = buf[pos : pos + size], pos + size
+            else:
+                raise IndexError
+            b = buf[pos]
+            if b < 0x80:
+                size, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                size, pos = decode_varint(buf, pos, MAX_VARINT_BYTES)
+            if size == -1:
+                value = None
+            elif 0 <= size <= end - pos:
+                value, pos = buf[pos : pos + size], pos + size
+            else:
+                raise IndexError
+            if pos + 1 != end or buf[pos] != 0:  # headers, or bytes left: the full decoder
+                raise IndexError
+            pos = end
+            append(
+                (
+                    base_offset + offset_delta,
+                    base_timestamp + timestamp_delta
+                    if timestamp_override is None
+                    else timestamp_override,
+                    key,
+                    value,
+                    (),
+                )
+            )
+        except (IndexError, CorruptRecordError):
+            record, pos = decode_record(buf, start, base_offset, base_timestamp, timestamp_override)
+            append((record.offset, record.timestamp, record.key, record.value, record.headers))
+    if pos != n:
+        raise CorruptRecordError(
+            f"batch declares {count} records but {n - pos} bytes follow the last"
+        )
+    return out

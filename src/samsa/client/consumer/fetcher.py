@@ -46,7 +46,7 @@ from samsa.client.errors import RecordDeserializationError, error_for
 from samsa.errors import CorruptRecordError, KafkaError, SamsaError, TruncatedBatchError
 from samsa.records.batch import TimestampType, read_batch
 from samsa.records.control import ControlRecordType, control_record_type
-from samsa.records.reader import iter_records
+from samsa.records.reader import iter_records, record_tuples
 from samsa.types import TopicPartition
 
 __all__ = ["EARLIEST", "LATEST", "Fetcher"]
@@ -423,30 +423,30 @@ class Fetcher:
             leader_epoch = batch.partition_leader_epoch
             batch_start = len(records)
             try:
-                for record in iter_records(batch):
-                    if record.offset < position:
+                for offset, timestamp, raw_key, raw_value, headers in record_tuples(batch):
+                    if offset < position:
                         continue
-                    key, value = record.key, record.value
+                    key, value = raw_key, raw_value
                     try:
                         if key_deserializer is not None and key is not None:
                             key = key_deserializer(key)
                         if value_deserializer is not None and value is not None:
                             value = value_deserializer(value)
                     except Exception as exc:  # the user's deserializer
-                        return records, record.offset, _undeserializable(tp, record.offset, exc)
+                        return records, offset, _undeserializable(tp, offset, exc)
                     append(
                         ConsumerRecord(
                             topic,
                             partition,
-                            record.offset,
-                            record.timestamp,
+                            offset,
+                            timestamp,
                             timestamp_type,
                             key,
                             value,
-                            record.headers,
+                            headers,
                             leader_epoch,
-                            -1 if record.key is None else len(record.key),
-                            -1 if record.value is None else len(record.value),
+                            -1 if raw_key is None else len(raw_key),
+                            -1 if raw_value is None else len(raw_value),
                         )
                     )
             except KafkaError as exc:  # corrupt records, an unknown codec
