@@ -16,7 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from samsa.errors import CorruptRecordError
-from samsa.records.varint import MAX_VARINT_BYTES, decode_varint, encode_varint
+from samsa.records.varint import (
+    MAX_VARINT_BYTES,
+    SMALL_LIMIT,
+    SMALL_VARINTS,
+    decode_varint,
+    encode_varint,
+)
 
 Header = tuple[str, bytes | None]
 """A record header: a UTF-8 key and a nullable value."""
@@ -43,6 +49,30 @@ def encode_record(
     headers: Sequence[Header] = (),
 ) -> bytes:
     """The bytes of one record, length prefix included."""
+    if not headers:  # the common case, with every varint from the table
+        small, limit = SMALL_VARINTS, SMALL_LIMIT
+        key_size = -1 if key is None else len(key)
+        value_size = -1 if value is None else len(value)
+        if (
+            -limit <= timestamp_delta < limit
+            and -limit <= offset_delta < limit
+            and key_size < limit
+            and value_size < limit
+        ):
+            body = b"".join(
+                (
+                    b"\x00",
+                    small[timestamp_delta + limit],
+                    small[offset_delta + limit],
+                    small[key_size + limit],
+                    key or b"",
+                    small[value_size + limit],
+                    value or b"",
+                    b"\x00",
+                )
+            )
+            size = len(body)
+            return (small[size + limit] if size < limit else encode_varint(size)) + body
     parts = [b"\x00", encode_varint(timestamp_delta), encode_varint(offset_delta)]
     for field in (key, value):
         if field is None:

@@ -9,8 +9,23 @@ from samsa.errors import CorruptRecordError
 MAX_VARINT_BYTES: Final = 5
 MAX_VARLONG_BYTES: Final = 10
 
-# Small values dominate (lengths, deltas); their encodings are precomputed.
-_SMALL: Final = tuple(bytes((((v << 1) ^ (v >> 63)),)) for v in range(-64, 64))
+SMALL_LIMIT: Final = 8192
+"""Values in [-SMALL_LIMIT, SMALL_LIMIT) — every one- and two-byte varint — have their
+encodings precomputed in :data:`SMALL_VARINTS` (index ``value + SMALL_LIMIT``)."""
+
+
+def _encode_slow(value: int) -> bytes:
+    v = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+# Small values dominate (lengths, deltas): ~16k short bytes objects, ~0.6 MB.
+SMALL_VARINTS: Final = tuple(_encode_slow(v) for v in range(-SMALL_LIMIT, SMALL_LIMIT))
 
 
 def size_of_varint(value: int) -> int:
@@ -25,15 +40,9 @@ def size_of_varint(value: int) -> int:
 
 def encode_varint(value: int) -> bytes:
     """Zig-zag encode a signed 64-bit integer."""
-    if -64 <= value < 64:
-        return _SMALL[value + 64]
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    if -SMALL_LIMIT <= value < SMALL_LIMIT:
+        return SMALL_VARINTS[value + SMALL_LIMIT]
+    return _encode_slow(value)
 
 
 def decode_varint(
