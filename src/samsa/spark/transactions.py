@@ -90,13 +90,22 @@ def end_transactions(
     """Commit (or abort) each of ``transactions``; an EndTxn repeated after it
     succeeded answers success, so a commit retried by Spark is harmless.
 
-    Raises SinkCommitError when a transaction to commit was aborted or fenced.
+    Raises SinkCommitError when a transaction to commit was aborted or fenced; the
+    others are committed all the same, so part of the micro-batch is visible until
+    the query restarts and its replay writes the rest (the committed tasks skip).
     """
     if not transactions:
         return
 
     async def end_all(cluster: Cluster, config: ClientConfig) -> None:
-        await asyncio.gather(*(_end(cluster, config, t, commit) for t in transactions))
+        # Every one is tried (a commit that fails leaves the others committed: the rest of
+        # the micro-batch is written when it is replayed), then the first error is raised.
+        results = await asyncio.gather(
+            *(_end(cluster, config, t, commit) for t in transactions), return_exceptions=True
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     _run(props, end_all)
 
