@@ -1,12 +1,16 @@
 """The source's options and the sinks' guarantees beyond the basics: real PySpark, real broker.
 
 minOffsetsPerTrigger with maxTriggerDelay, subscribePattern, offsets and timestamps
-as bounds, a topic deleted under a query, and headers written and read back.
+as bounds, a topic deleted under a query, a write task retried within a micro-batch
+of the exactly-once sink, and headers written and read back.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -18,12 +22,15 @@ from typing import Any
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.functions import udf
 from pyspark.sql.streaming import StreamingQuery
-from tests.spark.conftest import new_topic, produce
+from pyspark.sql.types import BinaryType
+from tests.spark.conftest import new_topic, produce, spark_env
 
 from samsa import Admin, Producer
-from samsa.client.admin import NewTopic
+from samsa.client.admin import NewTopic, OffsetSpec
 from samsa.testing import BrokerProcess
+from samsa.types import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
 
@@ -444,6 +451,103 @@ def test_a_topic_deleted_while_a_task_reads_it_ends_the_task_without_fail_on_dat
     topic, rows = _read_while_the_topic_is_deleted(spark, samsa_broker.bootstrap, "false")
     assert rows == _offsets(topic, {0: range(10)})
     assert topic not in _topics(samsa_broker.bootstrap), "the read brought the topic back"
+
+
+# -- a write task retried within a micro-batch ---------------------------------------------
+
+
+def _read_values(spark: SparkSession, bootstrap: str, topic: str, isolation: str) -> list[bytes]:
+    df = _options(spark.read, bootstrap, {"subscribe": topic, "kafka.isolation.level": isolation})
+    return sorted(bytes(r.value) for r in df.load().select("value").collect())
+
+
+@pytest.mark.slow
+def test_a_write_task_retried_within_a_micro_batch_writes_each_row_once_for_read_committed(
+    spark: SparkSession, samsa_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """Slow (about 35 s; `make test-slow`): runs tests/spark/retry_driver.py, its own Spark
+    (local[2,4], so a failed task is retried), whose write tasks fail once at offset 150
+    of their partition with rows of their open transaction already in the sink's log."""
+    bootstrap = samsa_broker.bootstrap
+    source, sink = new_topic(bootstrap, partitions=2), new_topic(bootstrap, partitions=2)
+    # 2 KB values: a Python UDF's worker returns its results in 64 KB writes, so rows
+    # must be this large for some to reach the writer before the UDF fails.
+    values = {p: [b"p%d-%04d-" % (p, i) + b"." * 2048 for i in range(300)] for p in (0, 1)}
+    for p, batch in values.items():
+        produce(bootstrap, source, batch, p)
+    markers, log = tmp_path / "failed-attempts", tmp_path / "driver.log"
+    markers.mkdir()
+    args = [bootstrap, source, sink, str(tmp_path / "checkpoint"), str(markers), "150"]
+    with open(log, "wb") as out:
+        driver = subprocess.run(
+            [sys.executable, "-m", "tests.spark.retry_driver", *args],
+            check=False, stdout=out, stderr=subprocess.STDOUT, timeout=180,
+            env={**os.environ, **spark_env()}, cwd=Path(__file__).parents[2],
+        )  # fmt: skip
+    assert driver.returncode == 0, log.read_text()
+    assert sorted(m.name.split("-")[0] for m in markers.iterdir()) == ["0", "1"], (
+        "each write task's first attempt failed"
+    )
+    written = _read_values(spark, bootstrap, sink, "read_committed")
+    assert written == sorted(values[0] + values[1])
+    uncommitted = _read_values(spark, bootstrap, sink, "read_uncommitted")
+    assert len(uncommitted) > len(written), "the failed attempts had written rows, aborted"
+
+
+@pytest.mark.slow
+def test_a_micro_batch_whose_transaction_timed_out_fails_and_is_written_once_on_restart(
+    spark: SparkSession, samsa_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """Slow (about 20 s; `make test-slow`): waits for the broker to abort a timed-out
+    transaction, which it looks for every 10 s."""
+    bootstrap = samsa_broker.bootstrap
+    source, sink = new_topic(bootstrap, partitions=2), new_topic(bootstrap, partitions=2)
+    values = {p: [b"p%d-%02d" % (p, i) for i in range(20)] for p in (0, 1)}
+    for p, batch in values.items():
+        produce(bootstrap, source, batch, p)
+    hold = tmp_path / "hold"
+    hold.touch()
+
+    @udf(BinaryType(), useArrow=False)
+    def held(value: bytes, partition: int) -> bytes:
+        # The task of partition 1 waits until the coordinator has aborted the open
+        # transaction of the task of partition 0 (nothing open left in sink-0).
+        if partition == 1 and hold.exists():
+            sink_0 = TopicPartition(sink, 0)
+            deadline = time.monotonic() + 60
+            with Admin({"bootstrap.servers": bootstrap}) as admin:
+                while time.monotonic() < deadline:
+                    end = admin.list_offsets({sink_0: int(OffsetSpec.LATEST)})[sink_0].offset
+                    stable = admin.list_offsets(
+                        {sink_0: int(OffsetSpec.LATEST)}, isolation_level="read_committed"
+                    )[sink_0].offset
+                    if end > 0 and stable == end:
+                        break
+                    time.sleep(0.2)
+        return value
+
+    def run() -> None:
+        query = (
+            _stream(spark, bootstrap, subscribe=source, startingOffsets="earliest")
+            .select("key", "partition", held("value", "partition").alias("value"))
+            .writeStream.format("samsa")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.transaction.timeout.ms", "1000")
+            .option("topic", sink)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination(120)
+
+    with pytest.raises(PySparkException, match=r"kafka\.transaction\.timeout\.ms"):
+        run()
+    # The other task's transaction was committed: its rows, and none of the timed-out one.
+    assert _read_values(spark, bootstrap, sink, "read_committed") == values[1]
+    hold.unlink()
+    run()
+    expected = sorted(values[0] + values[1])
+    assert _read_values(spark, bootstrap, sink, "read_committed") == expected
 
 
 # -- headers -------------------------------------------------------------------------------
