@@ -8,9 +8,10 @@ from dataclasses import dataclass
 __all__ = ["ConsumerGroupMetadata", "DeliveryCallback", "RecordMetadata"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RecordMetadata:
-    """Where a record landed: its topic, partition, offset and timestamp.
+    """Where a record landed: its topic, partition, offset and timestamp (read-only by
+    convention: a frozen dataclass costs ~1 µs more per record to build).
 
     ``offset`` is -1 with ``acks=0`` (the broker does not answer). ``timestamp`` is the
     record's create time, or the broker's append time for topics with
