@@ -15,7 +15,7 @@ CREATE_TIME = 0
 LOG_APPEND_TIME = 1
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # hashable as a frozen one, cheaper to build
 class ConsumerRecord:
     """One record as ``poll()`` returns it (treat it as read-only; it is not frozen
     because a frozen dataclass costs more to build than the rest of a record's decoding).
