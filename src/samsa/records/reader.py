@@ -25,7 +25,7 @@ def iter_records(
     :class:`UnsupportedCompressionTypeError` for codec ids Kafka does not define.
     The CRC is the caller's to check (:meth:`RecordBatchView.validate`).
     """
-    buf = _records_section(batch, max_decompressed)
+    buf = records_section(batch, max_decompressed)
     base_offset = batch.base_offset
     base_timestamp = batch.base_timestamp
     override = (
@@ -56,7 +56,10 @@ def iter_records(
         )
 
 
-def _records_section(batch: RecordBatchView, max_decompressed: int) -> bytes:
+def records_section(
+    batch: RecordBatchView, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+) -> bytes:
+    """The batch's records section as bytes, decompressed (codec checked)."""
     try:
         codec = batch.compression
     except ValueError as exc:
@@ -82,7 +85,7 @@ def record_tuples(
         batch.max_timestamp if batch.timestamp_type is TimestampType.LOG_APPEND_TIME else None
     )
     records = decode_records(
-        _records_section(batch, max_decompressed),
+        records_section(batch, max_decompressed),
         count,
         batch.base_offset,
         batch.base_timestamp,

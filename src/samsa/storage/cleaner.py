@@ -88,7 +88,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from samsa.errors import CorruptRecordError, StorageError, UnsupportedCompressionTypeError
+from samsa.errors import CorruptRecordError, StorageError
 from samsa.records.batch import (
     CONTROL_BIT,
     CRC_POS,
@@ -99,14 +99,12 @@ from samsa.records.batch import (
     NO_PRODUCER_ID,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
-    CompressionType,
     RecordBatchView,
     batch_size_at,
     compute_crc,
 )
 from samsa.records.builder import RecordBatchBuilder
-from samsa.records.compression import decompress
-from samsa.records.reader import iter_records
+from samsa.records.reader import iter_records, records_section
 from samsa.records.record import Record
 from samsa.records.varint import MAX_VARINT_BYTES, decode_varint
 from samsa.storage.checkpoint import fsync_dir
@@ -706,14 +704,7 @@ def _scan_records(batch: RecordBatchView) -> Iterator[tuple[int, bytes | None, b
     which only batches being rewritten need. Lengths are checked against the
     record before slicing; full validation is :func:`iter_records`' job.
     """
-    try:
-        codec = batch.compression
-    except ValueError as exc:
-        raise UnsupportedCompressionTypeError(
-            f"batch uses compression id {batch.attributes & 7}, which Kafka does not define"
-        ) from exc
-    data = batch.records_data
-    buf = bytes(data) if codec is CompressionType.NONE else decompress(codec, data)
+    buf = records_section(batch)
     base_offset = batch.base_offset
     position = 0
     for _ in range(batch.record_count):
