@@ -125,16 +125,27 @@ def _table(spark: SparkSession, query: StreamingQuery) -> list[tuple[Any, ...]]:
 # -- minOffsetsPerTrigger and maxTriggerDelay -----------------------------------------------
 
 
+@contextmanager
+def _after_a_first_batch(
+    spark: SparkSession, bootstrap: str, **options: str
+) -> Iterator[tuple[str, StreamingQuery]]:
+    """A running stream of a new topic with ``options``, once its first batch (which
+    does not wait) has read the topic's one record."""
+    topic = new_topic(bootstrap)
+    _produce_at_once(bootstrap, topic, [b"first"])
+    df = _stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest", **options)
+    with _running(df) as query:
+        _wait_until(lambda: _sizes(query) == [1], "the first batch read its one record")
+        yield topic, query
+
+
 def test_min_offsets_per_trigger_holds_a_micro_batch_back_until_enough_offsets_wait(
     spark: SparkSession, samsa_broker: BrokerProcess
 ) -> None:
     bootstrap = samsa_broker.bootstrap
-    topic = new_topic(bootstrap)
-    _produce_at_once(bootstrap, topic, [b"first"])  # the query's first batch does not wait
-    df = _stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
-                 minOffsetsPerTrigger="50", maxTriggerDelay="1h")  # fmt: skip
-    with _running(df) as query:
-        _wait_until(lambda: _sizes(query) == [1], "the first batch read its one record")
+    with _after_a_first_batch(
+        spark, bootstrap, minOffsetsPerTrigger="50", maxTriggerDelay="1h"
+    ) as (topic, query):
         _produce_at_once(bootstrap, topic, [b"a%d" % i for i in range(20)])
         _wait_until(lambda: _idle_at(query, topic, 0, 21), "a trigger left the 20 waiting")
         assert _sizes(query) == [1], "20 offsets are fewer than minOffsetsPerTrigger=50"
@@ -147,12 +158,9 @@ def test_max_trigger_delay_lets_a_smaller_micro_batch_through_once_it_has_passed
     spark: SparkSession, samsa_broker: BrokerProcess
 ) -> None:
     bootstrap = samsa_broker.bootstrap
-    topic = new_topic(bootstrap)
-    _produce_at_once(bootstrap, topic, [b"first"])
-    df = _stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
-                 minOffsetsPerTrigger="1000", maxTriggerDelay="2s")  # fmt: skip
-    with _running(df) as query:
-        _wait_until(lambda: _sizes(query) == [1], "the first batch read its one record")
+    with _after_a_first_batch(
+        spark, bootstrap, minOffsetsPerTrigger="1000", maxTriggerDelay="2s"
+    ) as (topic, query):
         _produce_at_once(bootstrap, topic, [b"a%d" % i for i in range(10)])
         _wait_until(lambda: sum(_sizes(query)) == 11, "the delay let the 10 waiting through")
         assert _sizes(query) == [1, 10]
@@ -162,13 +170,10 @@ def test_min_and_max_offsets_per_trigger_cap_full_batches_and_hold_back_the_rest
     spark: SparkSession, samsa_broker: BrokerProcess
 ) -> None:
     bootstrap = samsa_broker.bootstrap
-    topic = new_topic(bootstrap)
-    _produce_at_once(bootstrap, topic, [b"first"])
-    df = _stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest",
-                 minOffsetsPerTrigger="30", maxOffsetsPerTrigger="50",
-                 maxTriggerDelay="1h")  # fmt: skip
-    with _running(df) as query:
-        _wait_until(lambda: _sizes(query) == [1], "the first batch read its one record")
+    with _after_a_first_batch(
+        spark, bootstrap, minOffsetsPerTrigger="30", maxOffsetsPerTrigger="50",
+        maxTriggerDelay="1h",
+    ) as (topic, query):  # fmt: skip
         _produce_at_once(bootstrap, topic, [b"a%d" % i for i in range(120)])
         _wait_until(lambda: sum(_sizes(query)) == 101, "two batches of 50 were read")
         _wait_until(lambda: _idle_at(query, topic, 0, 121), "a trigger left the 20 waiting")
