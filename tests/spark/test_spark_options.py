@@ -475,8 +475,8 @@ def test_a_write_task_retried_within_a_micro_batch_writes_each_row_once_for_read
     of their partition with rows of their open transaction already in the sink's log."""
     bootstrap = samsa_broker.bootstrap
     source, sink = new_topic(bootstrap, partitions=2), new_topic(bootstrap, partitions=2)
-    # 2 KB values: a Python UDF's worker returns its results in 64 KB writes, so rows
-    # must be this large for some to reach the writer before the UDF fails.
+    # 2 KB values: a Python UDF's worker sends its results through a 64 KB buffer; with
+    # small rows none reached the writer before the UDF failed.
     values = {p: [b"p%d-%04d-" % (p, i) + b"." * 2048 for i in range(300)] for p in (0, 1)}
     for p, batch in values.items():
         produce(bootstrap, source, batch, p)
