@@ -390,10 +390,11 @@ class BrokerConnection:
                 frame = await reader.readexactly(size)
                 if not self._pending:
                     raise GuardError("a response arrived with no request waiting for it")
-                pending = self._pending.popleft()
+                pending = self._pending[0]
                 try:
                     correlation_id, response = decode_response(pending.codec, frame)
                 except Exception as exc:  # kio raises many types on bad bytes
+                    # Still in _pending: _fail fails its waiter at once, with the others.
                     raise GuardError(
                         f"cannot decode {pending.codec.response_class.__name__}: {exc!r}"
                     ) from exc
@@ -402,6 +403,7 @@ class BrokerConnection:
                         f"correlation id {correlation_id} answers a request sent as "
                         f"{pending.correlation_id}"
                     )
+                self._pending.popleft()
                 if not pending.future.done():
                     pending.future.set_result(response)
         except (asyncio.IncompleteReadError, OSError) as exc:

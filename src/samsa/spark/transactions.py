@@ -73,15 +73,13 @@ def prepared_transaction(producer: Producer) -> PreparedTransaction:
 
     Read from the producer itself, after its last request of the transaction: the
     coordinator's answer (DescribeTransactions) could already be another attempt's
-    epoch. samsa's Producer has no public accessor for its producer id and epoch, so
-    this reads its idempotence state, which its event loop set and no longer changes
-    in an open transaction.
+    epoch (the producer's own identity does not change in an open transaction).
     """
-    state = producer._core._idempotence
+    identity = producer.producer_identity
     transactional_id = producer.config["transactional.id"]
-    if state is None or not state.has_producer_id or not transactional_id:
+    if identity is None or not transactional_id:
         raise SamsaError("the producer has no transactional id and epoch to prepare")
-    return PreparedTransaction(transactional_id, state.producer_id, state.epoch)
+    return PreparedTransaction(transactional_id, *identity)
 
 
 def end_transactions(

@@ -147,6 +147,16 @@ class AsyncProducer:
         self._sender_task: asyncio.Task[None] | None = None
         self._closed = False
 
+    @property
+    def producer_identity(self) -> tuple[int, int] | None:
+        """(producer id, epoch) the broker gave this idempotent or transactional producer;
+        None before it has one (or without idempotence). With an open transaction it is
+        what an EndTxn for that transaction carries."""
+        state = self._idempotence
+        if state is None or not state.has_producer_id:
+            return None
+        return state.producer_id, state.epoch
+
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:

@@ -42,6 +42,11 @@ class Producer:
     def client_id(self) -> str:
         return self._core.client_id
 
+    @property
+    def producer_identity(self) -> tuple[int, int] | None:
+        """(producer id, epoch), or None before the broker gave one (see AsyncProducer)."""
+        return self._core.producer_identity
+
     def send(
         self,
         topic: str,
