@@ -14,13 +14,15 @@ import re
 from collections.abc import Iterable, Mapping
 
 from samsa.client.admin import Admin, OffsetSpec
-from samsa.errors import ConfigError, SamsaError
+from samsa.errors import ConfigError, SamsaError, for_code
 from samsa.spark.options import EARLIEST, LATEST, OffsetBound, SourceOptions
 from samsa.types import TopicPartition
 
 __all__ = ["DataLossError", "OffsetPlanner", "describe_gone"]
 
 log = logging.getLogger(__name__)
+
+UnknownTopicOrPartitionError = for_code(3)
 
 
 class DataLossError(SamsaError):
@@ -75,10 +77,24 @@ class OffsetPlanner:
         }
 
     def _list(self, specs: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        if not specs:
-            return {}
-        found = self._admin.list_offsets(specs, isolation_level=self._options.isolation_level)
-        return {tp: found[tp].offset for tp in specs}
+        """ListOffsets of ``specs``; partitions whose topic was deleted meanwhile are left
+        out (the caller's next partitions()/check_lost() sees them gone and decides, by
+        ``failOnDataLoss``, whether that is an error)."""
+        for _attempt in range(3):
+            if not specs:
+                return {}
+            try:
+                found = self._admin.list_offsets(
+                    specs, isolation_level=self._options.isolation_level
+                )
+            except UnknownTopicOrPartitionError:
+                existing = self._describe({tp.topic for tp in specs})
+                if existing >= set(specs):
+                    raise
+                specs = {tp: spec for tp, spec in specs.items() if tp in existing}
+                continue
+            return {tp: found[tp].offset for tp in specs}
+        raise DataLossError("partitions kept disappearing while their offsets were listed")
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self._list(dict.fromkeys(partitions, int(OffsetSpec.EARLIEST)))
