@@ -77,9 +77,8 @@ class OffsetPlanner:
         }
 
     def _list(self, specs: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
-        """ListOffsets of ``specs``; partitions whose topic was deleted meanwhile are left
-        out (the caller's next partitions()/check_lost() sees them gone and decides, by
-        ``failOnDataLoss``, whether that is an error)."""
+        """ListOffsets of ``specs``. A partition deleted since the caller listed them is a
+        loss like any other (check_lost): an error with ``failOnDataLoss``, else left out."""
         for _attempt in range(3):
             if not specs:
                 return {}
@@ -91,7 +90,7 @@ class OffsetPlanner:
                 existing = self._describe({tp.topic for tp in specs})
                 if existing >= set(specs):
                     raise
-                specs = {tp: spec for tp, spec in specs.items() if tp in existing}
+                specs = self.check_lost(specs, existing)
                 continue
             return {tp: found[tp].offset for tp in specs}
         raise DataLossError("partitions kept disappearing while their offsets were listed")
