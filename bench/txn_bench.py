@@ -49,9 +49,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from e2e import CLK_TCK, machine_busy_s  # bench/e2e.py, a neighbour
 from samsa.testing.broker import BrokerProcess, start_broker
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 SIZES = (100, 1024)
 TRANSACTION_SIZES = (50, 500, 5000)
 QUIET = {"log_level": 3}
@@ -93,12 +93,6 @@ def broker_cpu_s(broker: BrokerProcess) -> float:
     assert broker.process is not None
     fields = Path(f"/proc/{broker.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def machine_busy_s() -> float:
-    """CPU seconds spent by every process on every CPU since boot (all but idle and iowait)."""
-    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-    return (sum(ticks) - ticks[3] - ticks[4]) / CLK_TCK
 
 
 def wait_quiet(broker: BrokerProcess, max_wait_s: float) -> None:
