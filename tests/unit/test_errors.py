@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from kio.schema.errors import ErrorCode as KioErrorCode
 
 import samsa.errors
 from samsa.errors import (
     CompressionError,
     ConfigError,
     CorruptRecordError,
+    ErrorCode,
     InvalidRecordError,
     InvalidTimestampError,
     KafkaError,
@@ -25,8 +27,26 @@ from samsa.errors import (
     for_code,
 )
 
-# Every code Kafka defines up to VOTER_NOT_FOUND (127), and UNKNOWN_SERVER_ERROR.
-KAFKA_CODES = [-1, *range(1, 128)]
+# Every code Kafka 4 defines (up to SHARE_SESSION_LIMIT_REACHED, 133), and UNKNOWN_SERVER_ERROR.
+KAFKA_CODES = [-1, *range(1, 134)]
+
+
+def test_error_code_names_every_kafka_code_as_kafka_does() -> None:
+    assert {code.value: code.name for code in ErrorCode} == {
+        code.value: code.name.upper() for code in KioErrorCode
+    }
+
+
+def test_error_classes_are_retriable_exactly_where_kafkas_are() -> None:
+    for code in KioErrorCode:
+        if code.value != 0:
+            assert for_code(code.value).retriable is code.retriable, code.name
+
+
+def test_every_error_class_carries_its_code_as_an_error_code() -> None:
+    for cls in map(for_code, KAFKA_CODES):
+        assert isinstance(cls.code, ErrorCode)
+        assert cls.name == cls.code.name
 
 
 def test_for_code_maps_every_kafka_code_to_a_class_with_that_code() -> None:
@@ -94,6 +114,7 @@ def test_error_classes_carry_kafkas_names(code: int, name: str) -> None:
         (45, False, False),  # OUT_OF_ORDER_SEQUENCE_NUMBER
         (56, True, True),  # KAFKA_STORAGE_ERROR
         (74, True, True),  # FENCED_LEADER_EPOCH
+        (84, True, True),  # ELECTION_NOT_NEEDED: an InvalidMetadataException in Kafka
         (75, True, False),  # UNKNOWN_LEADER_EPOCH: retry without refreshing metadata
         (76, False, False),  # UNSUPPORTED_COMPRESSION_TYPE
         (-1, False, False),  # UNKNOWN_SERVER_ERROR
@@ -133,7 +154,7 @@ def test_for_code_zero_raises_value_error() -> None:
         for_code(0)
 
 
-@pytest.mark.parametrize("code", [-2, 128, 999, 32767])
+@pytest.mark.parametrize("code", [-2, 134, 999, 32767])
 def test_for_code_of_an_unknown_code_returns_unknown_server_error(code: int) -> None:
     assert for_code(code) is UnknownServerError
 
