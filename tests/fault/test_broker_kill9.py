@@ -4,11 +4,12 @@ A confluent-kafka producer (acks=1) writes numbered records to one partition
 and keeps its delivery reports. Once enough records are acknowledged the
 broker is SIGKILLed while a burst of records produced after the last poll is
 on its way (some acknowledged on the wire but not yet reported), restarted on
-the same port and data dir, and production goes on; this happens twice. A consumer then reads the partition
-from offset 0: each acknowledged record must be at its acknowledged offset
-with its value, and the offsets must run 0..N-1 with no gap or repeat.
-Records that were never acknowledged may or may not be there (a retry after a
-lost response may even store one twice) — only acknowledgements are promises.
+the same port and data dir, and production goes on; this happens twice. A
+consumer then reads the partition from offset 0: each acknowledged record must
+be at its acknowledged offset with its value, and the offsets must run 0..N-1
+with no gap or repeat. Records that were never acknowledged may or may not be
+there (a retry after a lost response may even store one twice) — only
+acknowledgements are promises.
 """
 
 from __future__ import annotations
