@@ -9,13 +9,13 @@ SPARK  := $(VENV)/.spark
 
 .PHONY: run test test-slow lint bench pipeline clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null \
 	  || { echo "python venv support missing: installing python3-venv"; \
 	       apt-get update -qq && apt-get install -y -qq python3-venv; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 # kcat (Debian package) is one of the real clients the integration tests drive.
@@ -28,7 +28,7 @@ $(KCAT): $(STAMP)
 # samsa.spark: the spark extra (pyspark builds from an sdist, about a minute) and a
 # Java 17+ runtime for Spark's JVM (Debian's openjdk-17-jre-headless when missing).
 $(SPARK): $(STAMP)
-	$(BIN)/pip install -q -e '.[dev,spark]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark]'
 	@java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])' || { \
 	  echo "installing a Java 17 runtime for Spark (Debian package)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -16,8 +16,6 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-import uvloop
-
 from samsa.client.errors import ClientClosedError, IllegalStateError
 
 __all__ = ["LoopThread", "blocking"]
@@ -26,11 +24,20 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A uvloop loop where uvloop is installed (it is optional), else asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
 class LoopThread:
     """An event loop running forever on a daemon thread until :meth:`stop`."""
 
     def __init__(self, name: str) -> None:
-        self.loop = uvloop.new_event_loop()
+        self.loop = new_event_loop()
         self._stopped = False
         self._started = threading.Event()
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
