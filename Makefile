@@ -6,6 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 KCAT   := $(VENV)/.kcat
 SPARK  := $(VENV)/.spark
+ZK     := $(VENV)/.zookeeper
 
 .PHONY: run test test-slow lint bench pipeline clean
 
@@ -25,6 +26,15 @@ $(KCAT): $(STAMP)
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat; }
 	touch $(KCAT)
 
+# A replicated cluster is coordinated by a real ZooKeeper (Debian's package, with
+# a Java runtime); the cluster tests start their own on a free loopback port.
+$(ZK): $(STAMP)
+	@test -f /usr/share/java/zookeeper.jar && command -v java >/dev/null 2>&1 || { \
+	  echo "installing ZooKeeper (Debian package)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq zookeeper; }
+	touch $(ZK)
+
 # samsa.spark: the spark extra (pyspark builds from an sdist, about a minute) and a
 # Java 17+ runtime for Spark's JVM (Debian's openjdk-17-jre-headless when missing).
 $(SPARK): $(STAMP)
@@ -43,10 +53,10 @@ lint: $(SPARK)
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy --strict src
 
-test: lint $(KCAT)
+test: lint $(KCAT) $(ZK)
 	$(BIN)/pytest -m "not slow" -q
 
-test-slow: $(SPARK)
+test-slow: $(SPARK) $(KCAT) $(ZK)
 	$(BIN)/pytest -m slow -q
 
 bench: $(STAMP)

@@ -1,0 +1,277 @@
+"""A broker's ZooKeeper session, as awaitables on the broker's event loop.
+
+``kazoo`` runs the session on its own threads and completes requests there;
+this module turns each request into an ``asyncio`` future of the broker's loop
+and delivers watch events and session-state changes to callbacks *on that
+loop* (``call_soon_threadsafe``), so the state they change keeps its one owner.
+Nothing here blocks the loop.
+
+``zookeeper.connect`` is Kafka's: ``host:port[,host:port…][/chroot]``. The
+chroot is created when missing (as Kafka does) and every path given to this
+client is under it. Errors are kazoo's (``NodeExistsError``, ``NoNodeError``,
+``BadVersionError``, ``ConnectionLoss``, ``SessionExpiredError``), re-exported
+here so callers need not import kazoo.
+
+Not thread-safe: call every method from the loop that created the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionExpiredError,
+)
+from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+
+__all__ = [
+    "BadVersionError",
+    "ConnectionLoss",
+    "NoNodeError",
+    "NodeExistsError",
+    "NotEmptyError",
+    "SessionExpiredError",
+    "ZkCheck",
+    "ZkClient",
+    "ZkCreate",
+    "ZkDelete",
+    "ZkSet",
+    "split_connect",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """``"h1:2181,h2:2181/kafka"`` → ``("h1:2181,h2:2181", "/kafka")`` (chroot ``""`` if none)."""
+    hosts, slash, chroot = connect.partition("/")
+    chroot = (slash + chroot).rstrip("/")
+    return hosts, chroot
+
+
+@dataclass(frozen=True, slots=True)
+class ZkCheck:
+    """Part of a :meth:`ZkClient.multi`: the znode must be at ``version``."""
+
+    path: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ZkCreate:
+    path: str
+    data: bytes = b""
+    ephemeral: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ZkSet:
+    path: str
+    data: bytes
+    version: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ZkDelete:
+    path: str
+    version: int = -1
+
+
+ZkOp = ZkCheck | ZkCreate | ZkSet | ZkDelete
+
+
+class ZkClient:
+    """One ZooKeeper session; every request an awaitable on the creating loop."""
+
+    def __init__(self, connect: str, session_timeout_ms: int = 18_000) -> None:
+        self.hosts, self.chroot = split_connect(connect)
+        self.session_timeout_ms = session_timeout_ms
+        self._loop = asyncio.get_running_loop()
+        self._kazoo = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000)
+        self._state_listeners: list[Callable[[str], None]] = []
+        self._kazoo.add_listener(self._on_state)
+
+    # -- session ----------------------------------------------------------------------
+
+    async def start(self, timeout: float = 30.0) -> None:
+        """Open the session (and create the chroot when it is missing)."""
+        started = self._kazoo.start_async()
+        await asyncio.wait_for(self._await_event(started), timeout)
+        if not self._kazoo.connected:
+            raise ConnectionLoss(f"no ZooKeeper session with {self.hosts} after {timeout} s")
+        if self.chroot:
+            await self._wrap(self._kazoo.ensure_path_async(self.chroot))
+
+    async def close(self) -> None:
+        """End the session: ephemeral znodes go at once, not after the session timeout."""
+        await asyncio.to_thread(self._stop)
+
+    def _stop(self) -> None:
+        self._kazoo.stop()
+        self._kazoo.close()
+
+    @property
+    def connected(self) -> bool:
+        return bool(self._kazoo.connected)
+
+    @property
+    def session_id(self) -> int | None:
+        session = self._kazoo.client_id
+        return None if session is None else int(session[0])
+
+    def add_state_listener(self, listener: Callable[[str], None]) -> None:
+        """``listener(state)`` on the loop for "CONNECTED", "SUSPENDED" and "LOST".
+
+        SUSPENDED: the connection dropped, the session may still live; LOST: the
+        session expired — its ephemeral znodes and watches are gone and must be
+        made again on the new session kazoo opens.
+        """
+        self._state_listeners.append(listener)
+
+    def _on_state(self, state: str) -> None:  # a kazoo thread
+        name = {
+            KazooState.CONNECTED: "CONNECTED",
+            KazooState.SUSPENDED: "SUSPENDED",
+            KazooState.LOST: "LOST",
+        }.get(state, str(state))
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._notify_state, name)
+
+    def _notify_state(self, name: str) -> None:
+        for listener in list(self._state_listeners):
+            listener(name)
+
+    # -- requests ---------------------------------------------------------------------
+
+    def _path(self, path: str) -> str:
+        return self.chroot + path
+
+    async def get(self, path: str, watch: Callable[[], None] | None = None) -> tuple[bytes, int]:
+        """The znode's data and version (NoNodeError if absent); ``watch()`` once it changes."""
+        data, stat = await self._wrap(
+            self._kazoo.get_async(self._path(path), watch=self._watcher(watch))
+        )
+        return bytes(data or b""), int(stat.version)
+
+    async def get_or_none(self, path: str) -> tuple[bytes, int] | None:
+        try:
+            return await self.get(path)
+        except NoNodeError:
+            return None
+
+    async def exists(self, path: str, watch: Callable[[], None] | None = None) -> bool:
+        """Whether the znode exists; ``watch()`` once it is created, changed or deleted."""
+        stat = await self._wrap(
+            self._kazoo.exists_async(self._path(path), watch=self._watcher(watch))
+        )
+        return stat is not None
+
+    async def get_children(self, path: str, watch: Callable[[], None] | None = None) -> list[str]:
+        """The znode's children, sorted (NoNodeError if absent); ``watch()`` once they change."""
+        children = await self._wrap(
+            self._kazoo.get_children_async(self._path(path), watch=self._watcher(watch))
+        )
+        return sorted(children)
+
+    async def create(
+        self,
+        path: str,
+        data: bytes = b"",
+        *,
+        ephemeral: bool = False,
+        sequence: bool = False,
+        makepath: bool = False,
+    ) -> str:
+        """Create the znode (NodeExistsError if it is there); returns its path."""
+        created = await self._wrap(
+            self._kazoo.create_async(
+                self._path(path), data, ephemeral=ephemeral, sequence=sequence, makepath=makepath
+            )
+        )
+        return str(created).removeprefix(self.chroot)
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> int:
+        """Write the znode if it is at ``version`` (-1: any); returns the new version."""
+        stat = await self._wrap(self._kazoo.set_async(self._path(path), data, version))
+        return int(stat.version)
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        """Delete the znode if it is at ``version`` (NoNodeError if absent)."""
+        if recursive:
+            await asyncio.to_thread(self._kazoo.delete, self._path(path), version, True)
+        else:
+            await self._wrap(self._kazoo.delete_async(self._path(path), version))
+
+    async def ensure_path(self, path: str) -> None:
+        """Create the znode and its parents where missing (empty data)."""
+        await self._wrap(self._kazoo.ensure_path_async(self._path(path)))
+
+    async def multi(self, ops: Sequence[ZkOp]) -> None:
+        """Apply every op or none (a ZooKeeper multi); raises the first op's error.
+
+        A :class:`ZkCheck` makes the whole write conditional, as Kafka's
+        controller checks ``/controller_epoch``'s version on each of its writes,
+        so a controller that lost its place cannot write any more.
+        """
+        transaction = self._kazoo.transaction()
+        for op in ops:
+            if isinstance(op, ZkCheck):
+                transaction.check(self._path(op.path), op.version)
+            elif isinstance(op, ZkCreate):
+                transaction.create(self._path(op.path), op.data, ephemeral=op.ephemeral)
+            elif isinstance(op, ZkSet):
+                transaction.set_data(self._path(op.path), op.data, op.version)
+            else:
+                transaction.delete(self._path(op.path), op.version)
+        results = await self._wrap(transaction.commit_async())
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _watcher(self, watch: Callable[[], None] | None) -> Callable[[WatchedEvent], None] | None:
+        if watch is None:
+            return None
+
+        def fired(event: WatchedEvent) -> None:  # a kazoo thread
+            # A NONE event is a session notice, not a change of this znode: the
+            # state listener reports those.
+            if event.type != EventType.NONE and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(watch)
+
+        return fired
+
+    def _wrap(self, result: Any) -> asyncio.Future[Any]:
+        """An asyncio future of the loop settled when kazoo's async result is."""
+        future: asyncio.Future[Any] = self._loop.create_future()
+
+        def settle() -> None:
+            if future.done():
+                return
+            try:
+                future.set_result(result.get_nowait())
+            except Exception as exc:  # kazoo's own error for the request
+                future.set_exception(exc)
+
+        def done(_: Any) -> None:  # a kazoo thread
+            if not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(settle)
+
+        result.rawlink(done)
+        return future
+
+    async def _await_event(self, event: Any) -> None:
+        await asyncio.to_thread(event.wait)

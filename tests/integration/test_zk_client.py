@@ -1,0 +1,160 @@
+"""A broker's ZooKeeper session against a real ZooKeeper server (Debian's package)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator
+
+import pytest
+
+from samsa.cluster.zk_client import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    ZkCheck,
+    ZkClient,
+    ZkCreate,
+    ZkSet,
+)
+from samsa.testing.zookeeper import ZooKeeperServer, start_zookeeper
+
+_chroots = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    server = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def connect(zookeeper: ZooKeeperServer) -> str:
+    """A chroot of its own for each test, as ``zookeeper.connect`` names one."""
+    return f"{zookeeper.connect}/samsa-test-{next(_chroots)}"
+
+
+def run(coroutine: object) -> object:
+    return asyncio.run(coroutine)  # type: ignore[arg-type]
+
+
+def test_a_missing_chroot_is_created_and_paths_live_under_it(
+    zookeeper: ZooKeeperServer, connect: str
+) -> None:
+    async def scenario() -> tuple[list[str], bytes]:
+        chrooted = ZkClient(connect)
+        plain = ZkClient(zookeeper.connect)
+        await chrooted.start()
+        await plain.start()
+        try:
+            await chrooted.create("/brokers/ids/1", b"x", makepath=True)
+            chroot = connect.partition("/")[2]
+            return await plain.get_children(f"/{chroot}/brokers/ids"), (
+                await plain.get(f"/{chroot}/brokers/ids/1")
+            )[0]
+        finally:
+            await chrooted.close()
+            await plain.close()
+
+    assert run(scenario()) == (["1"], b"x")
+
+
+def test_a_conditional_write_on_a_stale_version_fails(connect: str) -> None:
+    async def scenario() -> tuple[int, bytes]:
+        client = ZkClient(connect)
+        await client.start()
+        try:
+            await client.create("/state", b"v0")
+            _, version = await client.get("/state")
+            new_version = await client.set("/state", b"v1", version)
+            with pytest.raises(BadVersionError):
+                await client.set("/state", b"stale", version)
+            return new_version, (await client.get("/state"))[0]
+        finally:
+            await client.close()
+
+    assert run(scenario()) == (1, b"v1")
+
+
+def test_an_ephemeral_znode_goes_with_its_session_and_a_watch_sees_it_go(connect: str) -> None:
+    async def scenario() -> bool:
+        owner, watcher = ZkClient(connect), ZkClient(connect)
+        await owner.start()
+        await watcher.start()
+        try:
+            await owner.create("/controller", b"1", ephemeral=True)
+            with pytest.raises(NodeExistsError):
+                await watcher.create("/controller", b"2", ephemeral=True)
+            gone = asyncio.Event()
+            assert await watcher.exists("/controller", watch=gone.set)
+            await owner.close()
+            await asyncio.wait_for(gone.wait(), 10)
+            return await watcher.exists("/controller")
+        finally:
+            await watcher.close()
+
+    assert run(scenario()) is False
+
+
+def test_a_children_watch_fires_once_on_the_loop_when_a_child_is_added(connect: str) -> None:
+    async def scenario() -> list[str]:
+        client = ZkClient(connect)
+        await client.start()
+        try:
+            await client.ensure_path("/brokers/ids")
+            loop = asyncio.get_running_loop()
+            fired: asyncio.Future[None] = loop.create_future()
+
+            def changed() -> None:
+                assert asyncio.get_running_loop() is loop  # delivered on the owner's loop
+                fired.set_result(None)
+
+            assert await client.get_children("/brokers/ids", watch=changed) == []
+            await client.create("/brokers/ids/2", b"")
+            await asyncio.wait_for(fired, 10)
+            return await client.get_children("/brokers/ids")
+        finally:
+            await client.close()
+
+    assert run(scenario()) == ["2"]
+
+
+def test_a_multi_with_a_failed_check_writes_nothing(connect: str) -> None:
+    async def scenario() -> tuple[bytes, bool]:
+        client = ZkClient(connect)
+        await client.start()
+        try:
+            await client.create("/controller_epoch", b"1")
+            await client.create("/partition", b"old")
+            _, epoch_version = await client.get("/controller_epoch")
+            await client.set("/controller_epoch", b"2", epoch_version)  # another controller
+            with pytest.raises(BadVersionError):
+                await client.multi(
+                    [
+                        ZkCheck("/controller_epoch", epoch_version),
+                        ZkSet("/partition", b"new"),
+                        ZkCreate("/other", b""),
+                    ]
+                )
+            return (await client.get("/partition"))[0], await client.exists("/other")
+        finally:
+            await client.close()
+
+    assert run(scenario()) == (b"old", False)
+
+
+def test_reading_a_missing_znode_raises_no_node(connect: str) -> None:
+    async def scenario() -> None:
+        client = ZkClient(connect)
+        await client.start()
+        try:
+            assert await client.get_or_none("/absent") is None
+            with pytest.raises(NoNodeError):
+                await client.get("/absent")
+        finally:
+            await client.close()
+
+    run(scenario())
