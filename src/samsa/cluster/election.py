@@ -1,0 +1,96 @@
+"""Leader election and ISR shrinking for one partition: pure functions the controller calls.
+
+Kafka's rules (``PartitionLeaderElectionAlgorithms`` and the controller's
+``removeReplicasFromIsr``):
+
+- **offline election** (the leader died, or a partition is new): the first
+  replica *in assignment order* that is alive and in the ISR leads; the ISR
+  keeps only live members. With ``unclean.leader.election.enable`` and no live
+  ISR member, the first live replica leads with an ISR of itself — records it
+  never had are lost, which is why it is off by default.
+- **no live candidate**: the partition is offline (``leader = -1``) and its
+  ISR stays as it was, so that one of those brokers, and only one of them,
+  leads again when it returns: each holds every acknowledged record. (Kafka
+  keeps only the last member it removed; keeping all of them is as safe and
+  comes back sooner.)
+- **a replica goes offline** while the leader lives: it leaves the ISR.
+
+Each new leader or ISR bumps ``leader_epoch`` (a new ISR with the same leader
+does too, as Kafka's ZooKeeper-era controller did), so replicas and clients
+can tell old state from new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from samsa.cluster.zk_data import NO_LEADER, LeaderAndIsr
+
+
+def initial_state(
+    replicas: Sequence[int], live: Collection[int], controller_epoch: int
+) -> LeaderAndIsr:
+    """The state of a new partition: the first live replica leads, live replicas are the ISR."""
+    isr = tuple(broker for broker in replicas if broker in live)
+    leader = isr[0] if isr else NO_LEADER
+    return LeaderAndIsr(leader, 0, isr, controller_epoch)
+
+
+def elect_offline_leader(
+    replicas: Sequence[int],
+    current: LeaderAndIsr,
+    live: Collection[int],
+    controller_epoch: int,
+    *,
+    unclean: bool = False,
+) -> LeaderAndIsr | None:
+    """A new leader for a partition whose leader is gone; None when nothing changes.
+
+    The result has the next leader epoch and the znode version of ``current``
+    (the write is conditional on it).
+    """
+    if current.leader in live:
+        return None  # its leader lives: nothing to elect
+    live_isr = tuple(broker for broker in current.isr if broker in live)
+    leader = next((broker for broker in replicas if broker in live_isr), None)
+    isr: tuple[int, ...] = live_isr
+    if leader is None and unclean:
+        leader = next((broker for broker in replicas if broker in live), None)
+        isr = () if leader is None else (leader,)
+    if leader is None:
+        if current.leader == NO_LEADER:
+            return None  # already offline
+        # Offline: the ISR stays what it was, so one of its members — each holds
+        # every acknowledged record — leads again when it returns.
+        leader, isr = NO_LEADER, current.isr
+    if leader == current.leader and isr == current.isr:
+        return None
+    return LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch, current.zk_version)
+
+
+def remove_replica_from_isr(
+    replicas: Sequence[int],
+    current: LeaderAndIsr,
+    broker: int,
+    live: Collection[int],
+    controller_epoch: int,
+    *,
+    unclean: bool = False,
+) -> LeaderAndIsr | None:
+    """The state after ``broker`` went offline; None when it changes nothing.
+
+    If it led, a new leader is elected from the rest of the ISR; if it was the
+    last ISR member, the partition goes offline and the ISR keeps it.
+    """
+    if current.leader == NO_LEADER or (broker not in current.isr and broker != current.leader):
+        return None  # offline partitions keep their ISR (see elect_offline_leader)
+    if broker == current.leader:
+        return elect_offline_leader(
+            replicas, current, [b for b in live if b != broker], controller_epoch, unclean=unclean
+        )
+    isr = tuple(member for member in current.isr if member != broker)
+    if not isr:
+        return None
+    return LeaderAndIsr(
+        current.leader, current.leader_epoch + 1, isr, controller_epoch, current.zk_version
+    )
