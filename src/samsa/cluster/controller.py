@@ -1,0 +1,405 @@
+"""The cluster controller: one broker, elected through ZooKeeper, decides leaders and ISRs.
+
+Every broker runs a :class:`Controller`; the one that creates the ephemeral
+``/controller`` znode is *active* and bumps ``/controller_epoch``. Only the
+active controller writes partition leadership: new topics' first states,
+a new leader when a broker's session ends, topic deletions. Every write is
+fenced by its epoch (:meth:`KafkaZk.fenced`), so a controller that was cut off
+and replaced writes nothing more. When ``/controller`` goes (its broker died
+or resigned), every broker runs the election again.
+
+One owner, one queue (Kafka's ``KafkaController`` event manager): ZooKeeper
+watches and session changes only enqueue events; a single task processes them
+in order and alone reads and changes the controller's view
+(:class:`ControllerContext`). Watches are one-shot: each handler reads again and
+sets the next watch in the same read, so no change between two reads is missed.
+
+Brokers learn what the controller decided from ZooKeeper itself: they watch
+the partition-state znodes of the topics they hold (``cluster/zk_metadata``) —
+no controller-to-broker requests. ISR changes while a leader lives are the
+leader's own conditional writes of the same znodes; a write that loses a race
+(a stale ``zk_version``) is read again and recomputed, on either side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import functools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from samsa.cluster import election, zk_data
+from samsa.cluster.kafka_zk import ControllerEpoch, ControllerMovedError, KafkaZk
+from samsa.cluster.zk_client import BadVersionError, NodeExistsError, ZkOp
+from samsa.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment
+from samsa.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+UNCLEAN_ELECTION = "unclean.leader.election.enable"
+_STALE_STATE_RETRIES = 5
+
+
+class Event(enum.Enum):
+    """What the controller's one task processes, in order."""
+
+    ELECT = "elect"  # /controller changed (or start-up): try to become the controller
+    BROKERS_CHANGED = "brokers"  # /brokers/ids children changed
+    TOPICS_CHANGED = "topics"  # /brokers/topics children changed
+    PARTITIONS_CHANGED = "partitions"  # a topic's assignment changed (partitions added)
+    DELETIONS_QUEUED = "deletions"  # /admin/delete_topics children changed
+    SESSION_LOST = "session"  # the ZooKeeper session expired: resign, elect again
+
+
+@dataclass
+class ControllerContext:
+    """The active controller's view of the cluster, rebuilt from ZooKeeper on failover."""
+
+    epoch: ControllerEpoch
+    live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    unclean: dict[str, bool] = field(default_factory=dict)
+    states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+
+    def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
+        return self.topics[tp.topic].partitions.get(tp.partition, ())
+
+    def partitions(self, topics: Iterable[str] | None = None) -> list[TopicPartition]:
+        names = self.topics if topics is None else [t for t in topics if t in self.topics]
+        return [
+            TopicPartition(topic, partition)
+            for topic in names
+            for partition in sorted(self.topics[topic].partitions)
+        ]
+
+
+class Controller:
+    """This broker's part in controller election, and the controller's work when it wins."""
+
+    def __init__(
+        self,
+        zk: KafkaZk,
+        broker_id: int,
+        *,
+        unclean_leader_election: bool = False,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.unclean_default = unclean_leader_election
+        self.on_change = on_change
+        """Called after each event the active controller processed (tests, metrics)."""
+        self.context: ControllerContext | None = None
+        self._events: asyncio.Queue[tuple[Event, str]] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._idle = asyncio.Event()
+
+    @property
+    def is_active(self) -> bool:
+        return self.context is not None
+
+    @property
+    def epoch(self) -> int | None:
+        return None if self.context is None else self.context.epoch.epoch
+
+    def start(self) -> None:
+        self.zk.client.add_state_listener(self._on_session_state)
+        self._task = asyncio.create_task(self._run(), name=f"controller-{self.broker_id}")
+        self._enqueue(Event.ELECT)
+
+    async def stop(self) -> None:
+        """Stop processing and give up ``/controller`` if this broker holds it."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self.context is not None:
+            self.context = None
+            with contextlib.suppress(Exception):  # the session may be gone already
+                await self.zk.resign_controller(self.broker_id)
+
+    async def wait_idle(self) -> None:
+        """Return once every event enqueued so far has been processed (tests).
+
+        ``_idle`` is set only by the event task when it finds the queue empty, and
+        cleared by every enqueue, so a set flag means nothing is left to do.
+        """
+        await self._idle.wait()
+
+    # -- event plumbing -----------------------------------------------------------------
+
+    def _enqueue(self, event: Event, topic: str = "") -> None:
+        self._idle.clear()
+        self._events.put_nowait((event, topic))
+
+    def _on_session_state(self, state: str) -> None:
+        if state == "LOST":
+            self._enqueue(Event.SESSION_LOST)
+        elif state == "CONNECTED" and self.context is None:
+            self._enqueue(Event.ELECT)
+
+    async def _run(self) -> None:
+        while True:
+            if self._events.empty():
+                self._idle.set()
+            event, topic = await self._events.get()
+            try:
+                await self._process(event, topic)
+            except ControllerMovedError as exc:
+                log.warning("broker %d is no longer the controller: %s", self.broker_id, exc)
+                self.context = None
+                self._enqueue(Event.ELECT)
+            except Exception:
+                # A ZooKeeper error (connection loss…) mid-event: the event is
+                # retried after a pause; the state it works from is read again.
+                log.exception("controller event %s failed; retrying", event.value)
+                await asyncio.sleep(0.5)
+                self._enqueue(event, topic)
+            else:
+                if self.on_change is not None and self.context is not None:
+                    self.on_change()
+
+    async def _process(self, event: Event, topic: str) -> None:
+        if event is Event.ELECT:
+            await self._elect()
+        elif event is Event.SESSION_LOST:
+            if self.context is not None:
+                log.warning("broker %d lost its ZooKeeper session: resigning", self.broker_id)
+            self.context = None
+            self._enqueue(Event.ELECT)
+        elif self.context is None:
+            return  # a watch set while this broker was the controller
+        elif event is Event.BROKERS_CHANGED:
+            await self._on_brokers_changed(self.context)
+        elif event is Event.TOPICS_CHANGED:
+            await self._on_topics_changed(self.context)
+        elif event is Event.PARTITIONS_CHANGED:
+            await self._on_partitions_changed(self.context, topic)
+        elif event is Event.DELETIONS_QUEUED:
+            await self._on_deletions(self.context)
+
+    # -- election -----------------------------------------------------------------------
+
+    async def _elect(self) -> None:
+        if not self.zk.client.connected:
+            return  # CONNECTED enqueues ELECT again
+        controller = await self.zk.get_controller_id()
+        if self.context is not None and controller == self.broker_id:
+            await self._watch_controller()
+            return
+        self.context = None
+        epoch = await self.zk.try_become_controller(self.broker_id)
+        if epoch is None:
+            if not await self._watch_controller():
+                self._enqueue(Event.ELECT)  # it went between our create and the watch
+            return
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch.epoch)
+        self.context = ControllerContext(epoch)
+        await self._watch_controller()
+        await self._on_failover(self.context)
+
+    async def _watch_controller(self) -> bool:
+        return await self.zk.client.exists(
+            zk_data.CONTROLLER, watch=lambda: self._enqueue(Event.ELECT)
+        )
+
+    async def _on_failover(self, context: ControllerContext) -> None:
+        """Rebuild the view from ZooKeeper, then bring every partition to a live leader."""
+        await self.zk.create_top_level_paths()
+        await self._read_brokers(context)
+        for topic in await self._read_topic_names():
+            await self._read_topic(context, topic)
+        await self._bring_online(context, context.partitions())
+        await self._on_deletions(context)
+
+    # -- brokers ------------------------------------------------------------------------
+
+    async def _read_brokers(self, context: ControllerContext) -> tuple[set[int], set[int]]:
+        await self.zk.get_broker_ids(watch=lambda: self._enqueue(Event.BROKERS_CHANGED))
+        brokers = await self.zk.get_brokers()
+        before = set(context.live_brokers)
+        context.live_brokers = brokers
+        return set(brokers) - before, before - set(brokers)
+
+    async def _on_brokers_changed(self, context: ControllerContext) -> None:
+        added, removed = await self._read_brokers(context)
+        if added or removed:
+            log.info(
+                "brokers changed: live %s (added %s, gone %s)",
+                sorted(context.live_brokers),
+                sorted(added),
+                sorted(removed),
+            )
+        live = set(context.live_brokers)
+        for broker in sorted(removed):
+            for tp in context.partitions():
+                state = context.states.get(tp)
+                if state is None:
+                    continue
+                await self._change_state(
+                    context,
+                    tp,
+                    functools.partial(
+                        election.remove_replica_from_isr,
+                        context.replicas(tp),
+                        broker=broker,
+                        live=live,
+                        controller_epoch=context.epoch.epoch,
+                        unclean=context.unclean.get(tp.topic, self.unclean_default),
+                    ),
+                )
+        if added:
+            await self._bring_online(context, context.partitions())
+
+    # -- topics -------------------------------------------------------------------------
+
+    async def _read_topic_names(self) -> list[str]:
+        return await self.zk.get_topics(watch=lambda: self._enqueue(Event.TOPICS_CHANGED))
+
+    async def _read_topic(self, context: ControllerContext, topic: str) -> TopicAssignment | None:
+        assignment = await self.zk.get_topic(
+            topic, watch=lambda: self._enqueue(Event.PARTITIONS_CHANGED, topic)
+        )
+        if assignment is None:
+            context.topics.pop(topic, None)
+            return None
+        context.topics[topic] = assignment
+        config = await self.zk.get_topic_config(topic)
+        if UNCLEAN_ELECTION in config:
+            context.unclean[topic] = config[UNCLEAN_ELECTION].strip().lower() == "true"
+        for partition in assignment.partitions:
+            tp = TopicPartition(topic, partition)
+            state = await self.zk.get_partition_state(tp)
+            if state is not None:
+                context.states[tp] = state
+        return assignment
+
+    async def _on_topics_changed(self, context: ControllerContext) -> None:
+        names = set(await self._read_topic_names())
+        for topic in set(context.topics) - names:
+            self._forget_topic(context, topic)
+        new = sorted(names - set(context.topics))
+        for topic in new:
+            await self._read_topic(context, topic)
+        await self._bring_online(context, context.partitions(new))
+
+    async def _on_partitions_changed(self, context: ControllerContext, topic: str) -> None:
+        if topic not in context.topics:
+            return  # a deleted topic's last watch
+        assignment = await self._read_topic(context, topic)
+        if assignment is not None:
+            await self._bring_online(context, context.partitions([topic]))
+
+    async def _on_deletions(self, context: ControllerContext) -> None:
+        queued = await self.zk.get_topics_to_delete(
+            watch=lambda: self._enqueue(Event.DELETIONS_QUEUED)
+        )
+        for topic in queued:
+            log.info("deleting topic %s", topic)
+            await self.zk.delete_topic_znodes(context.epoch, topic)
+            self._forget_topic(context, topic)
+
+    def _forget_topic(self, context: ControllerContext, topic: str) -> None:
+        context.topics.pop(topic, None)
+        context.unclean.pop(topic, None)
+        for tp in [tp for tp in context.states if tp.topic == topic]:
+            del context.states[tp]
+
+    # -- partition states ---------------------------------------------------------------
+
+    async def _bring_online(
+        self, context: ControllerContext, partitions: list[TopicPartition]
+    ) -> None:
+        """Create missing partition states and elect leaders for offline partitions."""
+        live = set(context.live_brokers)
+        created_parents: set[str] = set()
+        for tp in partitions:
+            replicas = context.replicas(tp)
+            if tp not in context.states:
+                if tp.topic not in created_parents:
+                    await self.zk.ensure_partitions_path(tp.topic)
+                    created_parents.add(tp.topic)
+                await self._create_state(context, tp, replicas, live)
+                continue
+            await self._change_state(
+                context,
+                tp,
+                functools.partial(
+                    election.elect_offline_leader,
+                    replicas,
+                    live=live,
+                    controller_epoch=context.epoch.epoch,
+                    unclean=context.unclean.get(tp.topic, self.unclean_default),
+                ),
+            )
+
+    async def _create_state(
+        self,
+        context: ControllerContext,
+        tp: TopicPartition,
+        replicas: tuple[int, ...],
+        live: set[int],
+    ) -> None:
+        state = election.initial_state(replicas, live, context.epoch.epoch)
+        if state.leader == zk_data.NO_LEADER:
+            # Kafka leaves such a partition new: its state is written once a
+            # replica is alive (the next broker change brings it online).
+            log.warning("%s: none of its replicas %s is alive", tp, list(replicas))
+            return
+        try:
+            await self.zk.fenced(context.epoch, self.zk.create_partition_state_ops(tp, state))
+        except NodeExistsError:
+            # Written by an earlier controller after our read: take it as it is.
+            existing = await self.zk.get_partition_state(tp)
+            if existing is not None:
+                context.states[tp] = existing
+            return
+        context.states[tp] = LeaderAndIsr(
+            state.leader, state.leader_epoch, state.isr, state.controller_epoch, 0
+        )
+        log.info("%s: new partition, leader %d, isr %s", tp, state.leader, list(state.isr))
+
+    async def _change_state(
+        self,
+        context: ControllerContext,
+        tp: TopicPartition,
+        decide: Callable[..., LeaderAndIsr | None],
+    ) -> None:
+        """Write ``decide(current)`` conditionally; on a lost race, read again and decide again."""
+        for _ in range(_STALE_STATE_RETRIES):
+            current = context.states.get(tp)
+            if current is None:
+                return
+            wanted = decide(current=current)
+            if wanted is None:
+                return
+            ops: list[ZkOp] = [self.zk.update_partition_state_op(tp, wanted)]
+            try:
+                await self.zk.fenced(context.epoch, ops)
+            except BadVersionError:
+                fresh = await self.zk.get_partition_state(tp)
+                if fresh is None:
+                    context.states.pop(tp, None)
+                    return
+                context.states[tp] = fresh
+                continue
+            context.states[tp] = LeaderAndIsr(
+                wanted.leader,
+                wanted.leader_epoch,
+                wanted.isr,
+                wanted.controller_epoch,
+                wanted.zk_version + 1,
+            )
+            log.info(
+                "%s: leader %d (epoch %d), isr %s",
+                tp,
+                wanted.leader,
+                wanted.leader_epoch,
+                list(wanted.isr),
+            )
+            return
+        raise BadVersionError(f"{tp}: its state kept changing under the controller")

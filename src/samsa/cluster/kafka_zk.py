@@ -1,0 +1,300 @@
+"""Typed reads and writes of the cluster's state in ZooKeeper (Kafka's ``KafkaZkClient``).
+
+Every caller goes through here: brokers register and read metadata, the
+controller elects itself and writes partition states. Paths and JSON are
+:mod:`samsa.cluster.zk_data`'s; the session is a :class:`ZkClient`.
+
+Controller writes are *fenced*: each is a ZooKeeper multi whose first op checks
+that ``/controller_epoch`` is still at the version this controller wrote when
+it was elected. A controller that lost its place (a newer one bumped the
+epoch) gets :class:`ControllerMovedError` and writes nothing — Kafka's
+zombie-controller fencing. Partition-state writes are also conditional on the
+state's own version, so a write based on a stale read fails instead of
+overwriting a newer leader or ISR.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from samsa.cluster import zk_data
+from samsa.cluster.zk_client import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    ZkCheck,
+    ZkClient,
+    ZkCreate,
+    ZkDelete,
+    ZkOp,
+    ZkSet,
+)
+from samsa.cluster.zk_data import (
+    BrokerRegistration,
+    LeaderAndIsr,
+    TopicAssignment,
+    ZkDataError,
+)
+from samsa.errors import SamsaError
+from samsa.types import TopicPartition
+
+log = logging.getLogger(__name__)
+
+Watch = Callable[[], None] | None
+"""Called once, on the client's loop, when what was read changes."""
+
+
+class ControllerMovedError(SamsaError):
+    """Raised when a controller write finds a newer controller epoch: this one is deposed."""
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerEpoch:
+    """The epoch a controller won and the version of ``/controller_epoch`` it wrote."""
+
+    epoch: int
+    zk_version: int
+
+    def check(self) -> ZkCheck:
+        return ZkCheck(zk_data.CONTROLLER_EPOCH, self.zk_version)
+
+
+class KafkaZk:
+    """The cluster's ZooKeeper state, read and written as samsa's types."""
+
+    def __init__(self, client: ZkClient) -> None:
+        self.client = client
+
+    async def create_top_level_paths(self) -> None:
+        for path in zk_data.PERSISTENT_PATHS:
+            await self.client.ensure_path(path)
+
+    # -- cluster id ---------------------------------------------------------------------
+
+    async def get_or_create_cluster_id(self, proposed: str) -> str:
+        """The cluster's id: the one in ZooKeeper, or ``proposed`` if this broker is first."""
+        try:
+            await self.client.create(
+                zk_data.CLUSTER_ID, zk_data.encode_cluster_id(proposed), makepath=True
+            )
+            return proposed
+        except NodeExistsError:
+            data, _ = await self.client.get(zk_data.CLUSTER_ID)
+            return zk_data.decode_cluster_id(data)
+
+    # -- brokers ------------------------------------------------------------------------
+
+    async def register_broker(self, registration: BrokerRegistration) -> None:
+        """Create this broker's ephemeral ``/brokers/ids/<id>`` (NodeExistsError if taken)."""
+        await self.client.create(
+            zk_data.broker_path(registration.broker_id),
+            zk_data.encode_broker(registration),
+            ephemeral=True,
+            makepath=True,
+        )
+
+    async def get_broker_ids(self, watch: Watch = None) -> list[int]:
+        children = await self.client.get_children(zk_data.BROKER_IDS, watch=watch)
+        return sorted(int(child) for child in children if child.isdigit())
+
+    async def get_brokers(self) -> dict[int, BrokerRegistration]:
+        """Every live broker's registration (one that cannot be read is skipped, logged)."""
+        brokers: dict[int, BrokerRegistration] = {}
+        for broker_id in await self.get_broker_ids():
+            found = await self.client.get_or_none(zk_data.broker_path(broker_id))
+            if found is None:
+                continue  # gone between the listing and the read
+            try:
+                brokers[broker_id] = zk_data.decode_broker(broker_id, found[0])
+            except ZkDataError as exc:
+                log.error("ignoring broker %d: %s", broker_id, exc)
+        return brokers
+
+    # -- controller ---------------------------------------------------------------------
+
+    async def get_controller_id(self) -> int | None:
+        found = await self.client.get_or_none(zk_data.CONTROLLER)
+        if found is None:
+            return None
+        try:
+            return zk_data.decode_controller(found[0])
+        except ZkDataError as exc:
+            log.error("unreadable %s: %s", zk_data.CONTROLLER, exc)
+            return None
+
+    async def try_become_controller(self, broker_id: int) -> ControllerEpoch | None:
+        """Create ``/controller`` and bump the controller epoch; None if another broker won.
+
+        The epoch is bumped with a write conditional on the version read, so two
+        brokers racing through a stale ``/controller`` cannot both win an epoch.
+        """
+        try:
+            await self.client.create(
+                zk_data.CONTROLLER, zk_data.encode_controller(broker_id), ephemeral=True
+            )
+        except NodeExistsError:
+            return None
+        while True:
+            found = await self.client.get_or_none(zk_data.CONTROLLER_EPOCH)
+            try:
+                if found is None:
+                    await self.client.create(
+                        zk_data.CONTROLLER_EPOCH, zk_data.encode_controller_epoch(1)
+                    )
+                    return ControllerEpoch(1, 0)
+                epoch = zk_data.decode_controller_epoch(found[0]) + 1
+                version = await self.client.set(
+                    zk_data.CONTROLLER_EPOCH, zk_data.encode_controller_epoch(epoch), found[1]
+                )
+                return ControllerEpoch(epoch, version)
+            except (NodeExistsError, BadVersionError):
+                continue  # a deposed controller moved it meanwhile: read again
+
+    async def resign_controller(self, broker_id: int) -> None:
+        """Delete ``/controller`` if this broker holds it (a new election follows)."""
+        found = await self.client.get_or_none(zk_data.CONTROLLER)
+        if found is None:
+            return
+        try:
+            if zk_data.decode_controller(found[0]) != broker_id:
+                return
+        except ZkDataError:
+            return
+        # Already gone or re-created by another broker: nothing of ours to remove.
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            await self.client.delete(zk_data.CONTROLLER, found[1])
+
+    async def fenced(self, epoch: ControllerEpoch, ops: Iterable[ZkOp]) -> None:
+        """Apply ``ops`` only while ``epoch`` is the current controller epoch."""
+        all_ops = [epoch.check(), *ops]
+        try:
+            await self.client.multi(all_ops)
+        except BadVersionError:
+            current = await self.client.get_or_none(zk_data.CONTROLLER_EPOCH)
+            if current is not None and current[1] != epoch.zk_version:
+                raise ControllerMovedError(
+                    f"controller epoch {epoch.epoch} was superseded"
+                ) from None
+            raise  # a partition state moved under us: the caller reads it again
+
+    # -- topics -------------------------------------------------------------------------
+
+    async def get_topics(self, watch: Watch = None) -> list[str]:
+        return await self.client.get_children(zk_data.TOPICS, watch=watch)
+
+    async def get_topic(self, topic: str, watch: Watch = None) -> TopicAssignment | None:
+        try:
+            data, _ = await self.client.get(zk_data.topic_path(topic), watch=watch)
+        except NoNodeError:
+            return None
+        try:
+            return zk_data.decode_topic(topic, data)
+        except ZkDataError as exc:
+            log.error("ignoring topic %s: %s", topic, exc)
+            return None
+
+    async def create_topic(self, assignment: TopicAssignment, config: Mapping[str, str]) -> None:
+        """Write a new topic's config and assignment (NodeExistsError if the topic exists).
+
+        The config goes first, as Kafka's admin does: a broker that sees the
+        assignment finds the config already there.
+        """
+        await self.client.multi(
+            [
+                ZkCreate(
+                    zk_data.topic_config_path(assignment.topic), zk_data.encode_config(config)
+                ),
+                ZkCreate(zk_data.topic_path(assignment.topic), zk_data.encode_topic(assignment)),
+            ]
+        )
+
+    async def set_topic_assignment(self, assignment: TopicAssignment) -> None:
+        """Rewrite a topic's assignment (partitions added)."""
+        await self.client.set(
+            zk_data.topic_path(assignment.topic), zk_data.encode_topic(assignment)
+        )
+
+    async def get_topic_config(self, topic: str) -> dict[str, str]:
+        found = await self.client.get_or_none(zk_data.topic_config_path(topic))
+        if found is None:
+            return {}
+        try:
+            return zk_data.decode_config(found[0], zk_data.topic_config_path(topic))
+        except ZkDataError as exc:
+            log.error("ignoring the config of topic %s: %s", topic, exc)
+            return {}
+
+    async def mark_topic_for_deletion(self, topic: str) -> None:
+        with contextlib.suppress(NodeExistsError):  # already queued: deleted once
+            await self.client.create(zk_data.delete_topic_path(topic))
+
+    async def get_topics_to_delete(self, watch: Watch = None) -> list[str]:
+        return await self.client.get_children(zk_data.DELETE_TOPICS, watch=watch)
+
+    # -- partition states ---------------------------------------------------------------
+
+    async def get_partition_state(
+        self, tp: TopicPartition, watch: Watch = None
+    ) -> LeaderAndIsr | None:
+        try:
+            data, version = await self.client.get(zk_data.partition_state_path(tp), watch=watch)
+        except NoNodeError:
+            return None
+        try:
+            return zk_data.decode_leader_and_isr(tp, data, version)
+        except ZkDataError as exc:
+            log.error("unreadable state of %s: %s", tp, exc)
+            return None
+
+    async def ensure_partitions_path(self, topic: str) -> None:
+        """``/brokers/topics/<topic>/partitions``, the parent of its partition states."""
+        await self.client.ensure_path(zk_data.partitions_path(topic))
+
+    async def delete_topic_znodes(self, epoch: ControllerEpoch, topic: str) -> None:
+        """Remove a deleted topic's assignment, states, config and deletion marker."""
+        partitions = (
+            await self.client.get_children(zk_data.partitions_path(topic))
+            if (await self.client.exists(zk_data.partitions_path(topic)))
+            else []
+        )
+        ops: list[ZkOp] = []
+        for partition in partitions:
+            path = f"{zk_data.partitions_path(topic)}/{partition}"
+            if await self.client.exists(f"{path}/state"):
+                ops.append(ZkDelete(f"{path}/state"))
+            ops.append(ZkDelete(path))
+        if partitions:
+            ops.append(ZkDelete(zk_data.partitions_path(topic)))
+        for path in (
+            zk_data.topic_path(topic),
+            zk_data.topic_config_path(topic),
+            zk_data.delete_topic_path(topic),
+        ):
+            if await self.client.exists(path):
+                ops.append(ZkDelete(path))
+        await self.fenced(epoch, ops)
+
+    def create_partition_state_ops(self, tp: TopicPartition, state: LeaderAndIsr) -> list[ZkOp]:
+        """The ops that create a new partition's znodes (for :meth:`fenced`)."""
+        partition = zk_data.partition_state_path(tp).removesuffix("/state")
+        return [
+            ZkCreate(partition),
+            ZkCreate(zk_data.partition_state_path(tp), zk_data.encode_leader_and_isr(state)),
+        ]
+
+    def update_partition_state_op(self, tp: TopicPartition, state: LeaderAndIsr) -> ZkOp:
+        """The op writing ``state`` if the znode is still at ``state.zk_version``."""
+        return ZkSet(
+            zk_data.partition_state_path(tp),
+            zk_data.encode_leader_and_isr(state),
+            state.zk_version,
+        )
+
+    async def update_partition_state(self, tp: TopicPartition, state: LeaderAndIsr) -> int:
+        """A leader's own ISR change, conditional on the version it read; the new version."""
+        return await self.client.set(
+            zk_data.partition_state_path(tp), zk_data.encode_leader_and_isr(state), state.zk_version
+        )
