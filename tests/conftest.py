@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 
 import pytest
 
 from samsa.records import CompressionType, Record, RecordBatchBuilder, iter_records, read_batch
 from samsa.storage import Log
+from samsa.testing.zookeeper import ZooKeeperServer, start_zookeeper
 
 
 class ManualClock:
@@ -67,3 +69,22 @@ def read_log(log: Log, start: int | None = None, max_bytes: int = 1 << 20) -> li
         if not progressed:
             raise AssertionError(f"a read at offset {offset} returned no whole batch")
     return records
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper server for the session; each test gets a chroot of its own."""
+    server = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+_chroots = itertools.count()
+
+
+@pytest.fixture
+def zk_connect(zookeeper: ZooKeeperServer) -> str:
+    """A ``zookeeper.connect`` string with a fresh chroot, so tests never see each other."""
+    return f"{zookeeper.connect}/test-{next(_chroots)}"

@@ -8,120 +8,27 @@ a session timeout).
 
 from __future__ import annotations
 
-import asyncio
-import itertools
-import time
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
-
 import pytest
+from tests.zk_brokers import (
+    Broker,
+    create_topic,
+    eventually,
+    one_active,
+    run,
+    seen_by_controller,
+    state_of,
+    wait_for_state,
+)
 
 from samsa.cluster import zk_data
-from samsa.cluster.controller import Controller
-from samsa.cluster.kafka_zk import ControllerMovedError, KafkaZk
-from samsa.cluster.zk_client import ZkClient
-from samsa.cluster.zk_data import NO_LEADER, BrokerRegistration, Endpoint, TopicAssignment
-from samsa.testing.zookeeper import ZooKeeperServer, start_zookeeper
+from samsa.cluster.kafka_zk import ControllerMovedError
+from samsa.cluster.zk_data import NO_LEADER
 from samsa.types import TopicPartition
 
-_chroots = itertools.count()
 
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    server = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def connect(zookeeper: ZooKeeperServer) -> str:
-    return f"{zookeeper.connect}/controller-test-{next(_chroots)}"
-
-
-class Broker:
-    """A broker's session, registration and controller."""
-
-    def __init__(self, connect: str, broker_id: int, unclean: bool = False) -> None:
-        self.connect = connect
-        self.broker_id = broker_id
-        self.unclean = unclean
-
-    async def start(self) -> Broker:
-        self.client = ZkClient(self.connect, session_timeout_ms=6000)
-        await self.client.start()
-        self.zk = KafkaZk(self.client)
-        await self.zk.create_top_level_paths()
-        await self.zk.register_broker(
-            BrokerRegistration(
-                self.broker_id, (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + self.broker_id),)
-            )
-        )
-        self.controller = Controller(self.zk, self.broker_id, unclean_leader_election=self.unclean)
-        self.controller.start()
-        return self
-
-    async def die(self) -> None:
-        await self.controller.stop()
-        await self.client.close()
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, f"not reached in {timeout} s: {what}"
-        await asyncio.sleep(0.05)
-
-
-async def active(brokers: list[Broker]) -> list[Broker]:
-    return [b for b in brokers if b.controller.is_active]
-
-
-async def one_active(brokers: list[Broker]) -> Broker:
-    async def exactly_one() -> bool:
-        return len(await active(brokers)) == 1
-
-    await eventually(exactly_one, "exactly one active controller")
-    return (await active(brokers))[0]
-
-
-async def create_topic(
-    zk: KafkaZk, topic: str, partitions: dict[int, tuple[int, ...]], **config: str
-) -> None:
-    await zk.create_topic(TopicAssignment(topic, uuid.uuid4(), partitions), config)
-
-
-async def state_of(zk: KafkaZk, topic: str, partition: int) -> zk_data.LeaderAndIsr | None:
-    return await zk.get_partition_state(TopicPartition(topic, partition))
-
-
-async def wait_for_state(
-    zk: KafkaZk, topic: str, partition: int, leader: int, isr: tuple[int, ...]
-) -> zk_data.LeaderAndIsr:
-    async def reached() -> bool:
-        state = await state_of(zk, topic, partition)
-        return state is not None and (state.leader, state.isr) == (leader, isr)
-
-    await eventually(reached, f"{topic}-{partition} led by {leader} with isr {isr}")
-    state = await state_of(zk, topic, partition)
-    assert state is not None
-    return state
-
-
-async def seen_by_controller(broker: Broker, broker_id: int) -> bool:
-    context = broker.controller.context
-    return context is not None and broker_id in context.live_brokers
-
-
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(scenario())
-
-
-def test_exactly_one_broker_becomes_controller_and_the_epoch_starts_at_one(connect: str) -> None:
+def test_exactly_one_broker_becomes_controller_and_the_epoch_starts_at_one(zk_connect: str) -> None:
     async def scenario() -> None:
-        brokers = [await Broker(connect, i).start() for i in (1, 2, 3)]
+        brokers = [await Broker(zk_connect, i).start() for i in (1, 2, 3)]
         try:
             winner = await one_active(brokers)
             assert winner.controller.epoch == 1
@@ -134,10 +41,10 @@ def test_exactly_one_broker_becomes_controller_and_the_epoch_starts_at_one(conne
 
 
 def test_when_the_controller_dies_another_broker_takes_over_with_the_next_epoch(
-    connect: str,
+    zk_connect: str,
 ) -> None:
     async def scenario() -> None:
-        brokers = [await Broker(connect, i).start() for i in (1, 2, 3)]
+        brokers = [await Broker(zk_connect, i).start() for i in (1, 2, 3)]
         try:
             first = await one_active(brokers)
             await first.die()
@@ -153,10 +60,10 @@ def test_when_the_controller_dies_another_broker_takes_over_with_the_next_epoch(
 
 
 def test_a_new_topic_gets_its_first_live_replica_as_leader_and_live_replicas_in_sync(
-    connect: str,
+    zk_connect: str,
 ) -> None:
     async def scenario() -> None:
-        brokers = [await Broker(connect, i).start() for i in (1, 2)]
+        brokers = [await Broker(zk_connect, i).start() for i in (1, 2)]
         try:
             await one_active(brokers)
             await create_topic(brokers[0].zk, "orders", {0: (1, 2), 1: (2, 1), 2: (3, 1, 2)})
@@ -171,9 +78,9 @@ def test_a_new_topic_gets_its_first_live_replica_as_leader_and_live_replicas_in_
     run(scenario)
 
 
-def test_a_dead_leader_is_replaced_from_the_isr_and_leaves_it(connect: str) -> None:
+def test_a_dead_leader_is_replaced_from_the_isr_and_leaves_it(zk_connect: str) -> None:
     async def scenario() -> None:
-        brokers = [await Broker(connect, i).start() for i in (1, 2, 3)]
+        brokers = [await Broker(zk_connect, i).start() for i in (1, 2, 3)]
         try:
             controller = await one_active(brokers)
             victim = next(b for b in brokers if b is not controller)
@@ -194,29 +101,29 @@ def test_a_dead_leader_is_replaced_from_the_isr_and_leaves_it(connect: str) -> N
 
 
 def test_a_partition_whose_isr_died_waits_for_an_isr_member_not_a_live_replica(
-    connect: str,
+    zk_connect: str,
 ) -> None:
     async def scenario() -> None:
-        observer = await Broker(connect, 9).start()
+        observer = await Broker(zk_connect, 9).start()
         brokers = [observer]
         try:
             await one_active(brokers)
             await create_topic(observer.zk, "t", {0: (1, 2)})
             await observer.controller.wait_idle()
             assert await state_of(observer.zk, "t", 0) is None  # new until a replica lives
-            one = await Broker(connect, 1).start()
+            one = await Broker(zk_connect, 1).start()
             brokers.append(one)
             await wait_for_state(observer.zk, "t", 0, 1, (1,))
             await one.die()
             brokers.remove(one)
             await wait_for_state(observer.zk, "t", 0, NO_LEADER, (1,))
-            two = await Broker(connect, 2).start()
+            two = await Broker(zk_connect, 2).start()
             brokers.append(two)
             await eventually(lambda: seen_by_controller(observer, 2), "broker 2 seen")
             await observer.controller.wait_idle()
             state = await state_of(observer.zk, "t", 0)
             assert state is not None and (state.leader, state.isr) == (NO_LEADER, (1,))
-            one = await Broker(connect, 1).start()
+            one = await Broker(zk_connect, 1).start()
             brokers.append(one)
             await wait_for_state(observer.zk, "t", 0, 1, (1,))
         finally:
@@ -226,13 +133,13 @@ def test_a_partition_whose_isr_died_waits_for_an_isr_member_not_a_live_replica(
     run(scenario)
 
 
-def test_unclean_election_lets_a_live_replica_outside_the_isr_lead(connect: str) -> None:
+def test_unclean_election_lets_a_live_replica_outside_the_isr_lead(zk_connect: str) -> None:
     async def scenario() -> None:
-        observer = await Broker(connect, 9).start()
+        observer = await Broker(zk_connect, 9).start()
         brokers = [observer]
         try:
             await one_active(brokers)
-            one = await Broker(connect, 1).start()
+            one = await Broker(zk_connect, 1).start()
             brokers.append(one)
             await create_topic(
                 observer.zk, "t", {0: (1, 2)}, **{"unclean.leader.election.enable": "true"}
@@ -240,7 +147,7 @@ def test_unclean_election_lets_a_live_replica_outside_the_isr_lead(connect: str)
             await wait_for_state(observer.zk, "t", 0, 1, (1,))
             await one.die()
             brokers.remove(one)
-            brokers.append(await Broker(connect, 2).start())
+            brokers.append(await Broker(zk_connect, 2).start())
             await wait_for_state(observer.zk, "t", 0, 2, (2,))
         finally:
             for broker in brokers:
@@ -249,9 +156,9 @@ def test_unclean_election_lets_a_live_replica_outside_the_isr_lead(connect: str)
     run(scenario)
 
 
-def test_a_deposed_controller_can_write_nothing(connect: str) -> None:
+def test_a_deposed_controller_can_write_nothing(zk_connect: str) -> None:
     async def scenario() -> None:
-        broker = await Broker(connect, 1).start()
+        broker = await Broker(zk_connect, 1).start()
         try:
             await one_active([broker])
             context = broker.controller.context
@@ -272,9 +179,9 @@ def test_a_deposed_controller_can_write_nothing(connect: str) -> None:
     run(scenario)
 
 
-def test_a_topic_marked_for_deletion_is_removed_from_zookeeper(connect: str) -> None:
+def test_a_topic_marked_for_deletion_is_removed_from_zookeeper(zk_connect: str) -> None:
     async def scenario() -> None:
-        broker = await Broker(connect, 1).start()
+        broker = await Broker(zk_connect, 1).start()
         try:
             await one_active([broker])
             await create_topic(broker.zk, "doomed", {0: (1,), 1: (1,)}, **{"retention.ms": "1"})

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,24 +15,7 @@ from samsa.cluster.zk_client import (
     ZkCreate,
     ZkSet,
 )
-from samsa.testing.zookeeper import ZooKeeperServer, start_zookeeper
-
-_chroots = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    server = start_zookeeper(tmp_path_factory.mktemp("zookeeper"))
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def connect(zookeeper: ZooKeeperServer) -> str:
-    """A chroot of its own for each test, as ``zookeeper.connect`` names one."""
-    return f"{zookeeper.connect}/samsa-test-{next(_chroots)}"
+from samsa.testing.zookeeper import ZooKeeperServer
 
 
 def run(coroutine: object) -> object:
@@ -42,16 +23,16 @@ def run(coroutine: object) -> object:
 
 
 def test_a_missing_chroot_is_created_and_paths_live_under_it(
-    zookeeper: ZooKeeperServer, connect: str
+    zookeeper: ZooKeeperServer, zk_connect: str
 ) -> None:
     async def scenario() -> tuple[list[str], bytes]:
-        chrooted = ZkClient(connect)
+        chrooted = ZkClient(zk_connect)
         plain = ZkClient(zookeeper.connect)
         await chrooted.start()
         await plain.start()
         try:
             await chrooted.create("/brokers/ids/1", b"x", makepath=True)
-            chroot = connect.partition("/")[2]
+            chroot = zk_connect.partition("/")[2]
             return await plain.get_children(f"/{chroot}/brokers/ids"), (
                 await plain.get(f"/{chroot}/brokers/ids/1")
             )[0]
@@ -62,9 +43,9 @@ def test_a_missing_chroot_is_created_and_paths_live_under_it(
     assert run(scenario()) == (["1"], b"x")
 
 
-def test_a_conditional_write_on_a_stale_version_fails(connect: str) -> None:
+def test_a_conditional_write_on_a_stale_version_fails(zk_connect: str) -> None:
     async def scenario() -> tuple[int, bytes]:
-        client = ZkClient(connect)
+        client = ZkClient(zk_connect)
         await client.start()
         try:
             await client.create("/state", b"v0")
@@ -79,9 +60,9 @@ def test_a_conditional_write_on_a_stale_version_fails(connect: str) -> None:
     assert run(scenario()) == (1, b"v1")
 
 
-def test_an_ephemeral_znode_goes_with_its_session_and_a_watch_sees_it_go(connect: str) -> None:
+def test_an_ephemeral_znode_goes_with_its_session_and_a_watch_sees_it_go(zk_connect: str) -> None:
     async def scenario() -> bool:
-        owner, watcher = ZkClient(connect), ZkClient(connect)
+        owner, watcher = ZkClient(zk_connect), ZkClient(zk_connect)
         await owner.start()
         await watcher.start()
         try:
@@ -99,9 +80,9 @@ def test_an_ephemeral_znode_goes_with_its_session_and_a_watch_sees_it_go(connect
     assert run(scenario()) is False
 
 
-def test_a_children_watch_fires_once_on_the_loop_when_a_child_is_added(connect: str) -> None:
+def test_a_children_watch_fires_once_on_the_loop_when_a_child_is_added(zk_connect: str) -> None:
     async def scenario() -> list[str]:
-        client = ZkClient(connect)
+        client = ZkClient(zk_connect)
         await client.start()
         try:
             await client.ensure_path("/brokers/ids")
@@ -122,9 +103,9 @@ def test_a_children_watch_fires_once_on_the_loop_when_a_child_is_added(connect: 
     assert run(scenario()) == ["2"]
 
 
-def test_a_multi_with_a_failed_check_writes_nothing(connect: str) -> None:
+def test_a_multi_with_a_failed_check_writes_nothing(zk_connect: str) -> None:
     async def scenario() -> tuple[bytes, bool]:
-        client = ZkClient(connect)
+        client = ZkClient(zk_connect)
         await client.start()
         try:
             await client.create("/controller_epoch", b"1")
@@ -146,9 +127,9 @@ def test_a_multi_with_a_failed_check_writes_nothing(connect: str) -> None:
     assert run(scenario()) == (b"old", False)
 
 
-def test_reading_a_missing_znode_raises_no_node(connect: str) -> None:
+def test_reading_a_missing_znode_raises_no_node(zk_connect: str) -> None:
     async def scenario() -> None:
-        client = ZkClient(connect)
+        client = ZkClient(zk_connect)
         await client.start()
         try:
             assert await client.get_or_none("/absent") is None

@@ -1,0 +1,93 @@
+"""Brokers' ZooKeeper side for cluster tests: a session, a registration and a controller each."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+from samsa.cluster import zk_data
+from samsa.cluster.controller import Controller
+from samsa.cluster.kafka_zk import KafkaZk
+from samsa.cluster.zk_client import ZkClient
+from samsa.cluster.zk_data import BrokerRegistration, Endpoint, TopicAssignment
+from samsa.types import TopicPartition
+
+
+class Broker:
+    """A broker's session, registration and controller."""
+
+    def __init__(self, connect: str, broker_id: int, unclean: bool = False) -> None:
+        self.connect = connect
+        self.broker_id = broker_id
+        self.unclean = unclean
+
+    async def start(self) -> Broker:
+        self.client = ZkClient(self.connect, session_timeout_ms=6000)
+        await self.client.start()
+        self.zk = KafkaZk(self.client)
+        await self.zk.create_top_level_paths()
+        await self.zk.register_broker(
+            BrokerRegistration(
+                self.broker_id, (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + self.broker_id),)
+            )
+        )
+        self.controller = Controller(self.zk, self.broker_id, unclean_leader_election=self.unclean)
+        self.controller.start()
+        return self
+
+    async def die(self) -> None:
+        await self.controller.stop()
+        await self.client.close()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"not reached in {timeout} s: {what}"
+        await asyncio.sleep(0.05)
+
+
+async def active(brokers: list[Broker]) -> list[Broker]:
+    return [b for b in brokers if b.controller.is_active]
+
+
+async def one_active(brokers: list[Broker]) -> Broker:
+    async def exactly_one() -> bool:
+        return len(await active(brokers)) == 1
+
+    await eventually(exactly_one, "exactly one active controller")
+    return (await active(brokers))[0]
+
+
+async def create_topic(
+    zk: KafkaZk, topic: str, partitions: dict[int, tuple[int, ...]], **config: str
+) -> None:
+    await zk.create_topic(TopicAssignment(topic, uuid.uuid4(), partitions), config)
+
+
+async def state_of(zk: KafkaZk, topic: str, partition: int) -> zk_data.LeaderAndIsr | None:
+    return await zk.get_partition_state(TopicPartition(topic, partition))
+
+
+async def wait_for_state(
+    zk: KafkaZk, topic: str, partition: int, leader: int, isr: tuple[int, ...]
+) -> zk_data.LeaderAndIsr:
+    async def reached() -> bool:
+        state = await state_of(zk, topic, partition)
+        return state is not None and (state.leader, state.isr) == (leader, isr)
+
+    await eventually(reached, f"{topic}-{partition} led by {leader} with isr {isr}")
+    state = await state_of(zk, topic, partition)
+    assert state is not None
+    return state
+
+
+async def seen_by_controller(broker: Broker, broker_id: int) -> bool:
+    context = broker.controller.context
+    return context is not None and broker_id in context.live_brokers
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(scenario())
