@@ -13,6 +13,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker.authorized_operations import cluster_operations
 from samsa.broker.handlers import respond
 from samsa.protocol.codec import RequestHeader
 
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
 API_KEY = 60
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 INVALID_REQUEST = 42
 MISMATCHED_ENDPOINT_TYPE = 114
 UNSUPPORTED_ENDPOINT_TYPE = 115
@@ -29,22 +29,6 @@ UNSUPPORTED_ENDPOINT_TYPE = 115
 class EndpointType(IntEnum):
     BROKER = 1
     CONTROLLER = 2
-
-
-class AclOperation(IntEnum):
-    """Kafka's ACL operation codes (the bit positions of an authorized-operations field)."""
-
-    ALTER = 7
-    CLUSTER_ACTION = 9
-    CREATE = 5
-    DESCRIBE = 8
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-CLUSTER_OPERATIONS = sum(1 << op for op in AclOperation)
-"""Every operation Kafka supports on the CLUSTER resource, as a 32-bit field."""
 
 
 def _endpoint_error(version: int, requested: int) -> dict[str, Any] | None:
@@ -69,11 +53,7 @@ def register(broker: Broker) -> None:
         if error is not None:
             return respond(header, {"throttle_time": 0, "endpoint_type": requested, **error})
         listener = broker.advertised
-        operations = (
-            CLUSTER_OPERATIONS
-            if body.include_cluster_authorized_operations
-            else AUTHORIZED_OPERATIONS_OMITTED
-        )
+        operations = cluster_operations(body.include_cluster_authorized_operations)
         return respond(
             header,
             {

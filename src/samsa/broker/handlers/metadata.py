@@ -5,12 +5,17 @@ Topics named in a request that do not exist are created when both the request
 (``auto.create.topics.enable``) allow it; creation is synchronous, so the
 answer already lists the new partitions (Kafka answers LEADER_NOT_AVAILABLE
 first and makes the client retry).
+
+There is no authorizer: asked for authorized operations (v8+), a topic answers
+every operation Kafka defines on a topic and the cluster (v8–v10) every one it
+defines on the cluster, as a Kafka broker without an authorizer does.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from samsa.broker.authorized_operations import cluster_operations, topic_operations
 from samsa.broker.handlers import respond
 from samsa.cluster.local import TopicInfo, validate_topic_name
 from samsa.errors import KafkaError
@@ -21,10 +26,9 @@ if TYPE_CHECKING:
 
 API_KEY = 3
 UNKNOWN_TOPIC_OR_PARTITION = 3
-AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 
 
-def topic_entry(broker: Broker, info: TopicInfo) -> dict[str, Any]:
+def topic_entry(broker: Broker, info: TopicInfo, operations: int) -> dict[str, Any]:
     node = broker.node_id
     return {
         "error_code": 0,
@@ -43,7 +47,7 @@ def topic_entry(broker: Broker, info: TopicInfo) -> dict[str, Any]:
             }
             for index in range(info.partitions)
         ],
-        "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+        "topic_authorized_operations": operations,
     }
 
 
@@ -64,10 +68,12 @@ def register(broker: Broker) -> None:
             getattr(body, "allow_auto_topic_creation", True)
             and broker.config["auto.create.topics.enable"]
         )
+        # v8+ may ask for the authorized operations; v11 dropped the cluster flag.
+        topic_ops = topic_operations(getattr(body, "include_topic_authorized_operations", False))
         topics: list[dict[str, Any]] = []
         if requested is None:
             topics = [
-                topic_entry(broker, info)
+                topic_entry(broker, info, topic_ops)
                 for info in store.topics().values()
                 if not info.is_internal
             ]
@@ -91,7 +97,7 @@ def register(broker: Broker) -> None:
                 if info is None:
                     topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name})
                 else:
-                    topics.append(topic_entry(broker, info))
+                    topics.append(topic_entry(broker, info, topic_ops))
         listener = broker.advertised
         return respond(
             header,
@@ -103,7 +109,9 @@ def register(broker: Broker) -> None:
                 "cluster_id": store.cluster_id,
                 "controller_id": broker.node_id,
                 "topics": topics,
-                "cluster_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED,
+                "cluster_authorized_operations": cluster_operations(
+                    getattr(body, "include_cluster_authorized_operations", False)
+                ),
             },
         )
 
