@@ -23,6 +23,7 @@ from samsa.broker.handlers import error_fields, respond
 from samsa.errors import InvalidRecordError, KafkaError, for_code
 from samsa.protocol.codec import RequestHeader
 from samsa.records.batch import iter_batches
+from samsa.storage.validator import RecordValidationError
 from samsa.types import TopicPartition
 
 if TYPE_CHECKING:
@@ -76,6 +77,11 @@ def register(broker: Broker) -> None:
                 except KafkaError as exc:
                     failed = exc
                     entry.update(error_fields(exc), base_offset=-1, log_append_time=-1)
+                    if isinstance(exc, RecordValidationError):  # v8+: which records, and why
+                        entry["record_errors"] = [
+                            {"batch_index": e.batch_index, "batch_index_error_message": e.message}
+                            for e in exc.record_errors
+                        ]
                 partitions.append(entry)
             topics.append(
                 {
