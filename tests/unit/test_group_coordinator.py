@@ -283,6 +283,59 @@ def test_static_member_rejoin_fences_old_id_without_rebalance(tmp_path: Path) ->
     run(scenario, tmp_path)
 
 
+def test_static_leader_rejoining_below_v9_is_told_the_old_leader_id_and_keeps_its_assignment(
+    tmp_path: Path,
+) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        leader_task = asyncio.create_task(
+            c.join(request(group_instance_id="lead", session_timeout_ms=5000))
+        )
+        follower_task = asyncio.create_task(
+            c.join(request(group_instance_id="follow", session_timeout_ms=5000))
+        )
+        leader, follower = await leader_task, await follower_task
+        assert leader.leader == leader.member_id
+        follower_sync = asyncio.create_task(
+            c.sync("g", follower.generation, follower.member_id, group_instance_id="follow",
+                   protocol_type=None, protocol_name=None, assignments={})
+        )  # fmt: skip
+        await c.sync("g", leader.generation, leader.member_id, group_instance_id="lead",
+                     protocol_type=None, protocol_name=None,
+                     assignments={leader.member_id: b"L", follower.member_id: b"F"})  # fmt: skip
+        assert (await follower_sync).assignment == b"F"
+        # The leader's process restarts: JoinGroup v5 (no skip_assignment), no member id.
+        again = await c.join(request(group_instance_id="lead", session_timeout_ms=5000))
+        assert again.error == NONE and again.member_id != leader.member_id
+        assert (again.generation, again.leader, again.members) == (
+            leader.generation,
+            leader.member_id,
+            [],
+        )
+        assert not again.skip_assignment
+        assert c.describe("g").state == "Stable"
+        synced = await c.sync("g", again.generation, again.member_id, group_instance_id="lead",
+                              protocol_type=None, protocol_name=None, assignments={})  # fmt: skip
+        assert synced.assignment == b"L"
+        assert c.heartbeat("g", follower.generation, follower.member_id, "follow") == NONE
+        assert c.heartbeat("g", again.generation, leader.member_id, "lead") == FENCED_INSTANCE_ID
+
+    run(scenario, tmp_path)
+
+
+def test_static_leader_rejoining_with_v9_leads_but_skips_the_assignment(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        leader, _ = await join_and_sync(h, request(group_instance_id="lead"))
+        again = await c.join(request(group_instance_id="lead", supports_skip_assignment=True))
+        assert again.error == NONE and again.generation == leader.generation
+        assert again.leader == again.member_id and again.skip_assignment
+        assert [m for m, _, _ in again.members] == [again.member_id]
+        assert c.describe("g").state == "Stable"
+
+    run(scenario, tmp_path)
+
+
 def test_join_validation_errors(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator

@@ -374,6 +374,7 @@ class GroupCoordinator:
         assert req.group_instance_id is not None
         old_id = group.static_members[req.group_instance_id]
         old = group.members[old_id]
+        current_leader = group.leader_id or ""
         old.complete_join(JoinResult(FENCED_INSTANCE_ID, old_id))
         old.complete_sync(SyncResult(FENCED_INSTANCE_ID))
         old.cancel_session_timer()
@@ -390,13 +391,21 @@ class GroupCoordinator:
             group.pending_sync.add(new_id)
         if group.is_(GroupState.STABLE):
             if group.select_protocol() == group.protocol_name:
-                leader = group.is_leader(new_id)
-                if not leader or req.supports_skip_assignment:
-                    self._arm_session(group, member)
-                    self._spawn(self._store_group(group), f"storing group {group.group_id}")
+                # Kafka's updateStaticMemberAndRebalance: a Stable group keeps its generation
+                # and assignment. From JoinGroup v9 a returning leader is told it leads but
+                # must skip the assignment; below v9 it is answered with the old leader id,
+                # so it does not recognise itself, syncs as a follower and gets its current
+                # assignment (an assignment it computed would not be handed out anyway).
+                self._arm_session(group, member)
+                self._spawn(self._store_group(group), f"storing group {group.group_id}")
+                if group.is_leader(new_id) and req.supports_skip_assignment:
                     result = self._current_generation(group, new_id)
-                    result.skip_assignment = leader
+                    result.skip_assignment = True
                     return result
+                return JoinResult(
+                    NONE, new_id, group.generation, group.protocol_type, group.protocol_name,
+                    current_leader,
+                )  # fmt: skip
             member.protocols = list(req.protocols)
             member.join_future = fut
             self._prepare_rebalance(group, f"static member {req.group_instance_id} rejoined")
