@@ -591,14 +591,17 @@ def test_topic_default_from_broker_properties_is_static_broker_config(
     assert segment_ms.source == ConfigSource.STATIC_BROKER_CONFIG.value
 
 
-def test_broker_configs_are_read_only_with_their_sources(tuned_broker: BrokerProcess) -> None:
+def test_broker_configs_show_their_sources_and_only_dynamic_ones_are_writable(
+    tuned_broker: BrokerProcess,
+) -> None:
     configs = _describe(tuned_broker, ConfigResource("broker", "0"))
     interval = configs["log.retention.check.interval.ms"]
     assert interval.value == str(RETENTION_CHECK_INTERVAL_MS)
     assert interval.source == ConfigSource.STATIC_BROKER_CONFIG.value
     partitions = configs["num.partitions"]
     assert (partitions.value, partitions.source) == ("1", ConfigSource.DEFAULT_CONFIG.value)
-    assert all(entry.is_read_only for entry in configs.values())
+    assert interval.is_read_only and partitions.is_read_only
+    assert not configs["log.retention.ms"].is_read_only
 
 
 def test_describe_configs_of_another_broker_id_is_invalid_request(
@@ -608,10 +611,10 @@ def test_describe_configs_of_another_broker_id_is_invalid_request(
     assert result.error_code.value == INVALID_REQUEST
 
 
-def test_describe_configs_of_the_cluster_default_broker_resource_is_empty(
+def test_describe_configs_of_the_cluster_default_broker_resource_is_empty_until_one_is_set(
     samsa_broker: BrokerProcess,
 ) -> None:
-    # Kafka answers BROKER "" with the cluster-wide dynamic defaults; samsa has none.
+    # Kafka answers BROKER "" with the cluster-wide dynamic defaults: none are set here.
     result = _describe_raw(samsa_broker, 1, BROKER_RESOURCE, "")
     assert (result.error_code.value, result.configs) == (0, ())
 
@@ -726,7 +729,7 @@ def test_validate_only_alteration_changes_nothing(samsa_broker: BrokerProcess, t
     assert retention.value == str(WEEK_MS)
 
 
-def test_altering_broker_configs_is_invalid_request(samsa_broker: BrokerProcess) -> None:
+def test_altering_a_static_broker_config_is_invalid_request(samsa_broker: BrokerProcess) -> None:
     resource = ConfigResource(
         "broker",
         "0",
@@ -737,7 +740,7 @@ def test_altering_broker_configs_is_invalid_request(samsa_broker: BrokerProcess)
     future = _admin(samsa_broker).incremental_alter_configs([resource])[resource]
     error = _kafka_error(lambda: future.result(TIMEOUT_S))
     assert error.code() == INVALID_REQUEST
-    assert "dynamic broker configs are not supported" in error.str()
+    assert "Cannot update these configs dynamically: Set(num.partitions)" in error.str()
 
 
 # -- config changes reach the live logs -------------------------------------------------------

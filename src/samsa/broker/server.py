@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from samsa.broker.config import BrokerConfig, Listener
+from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure
 from samsa.broker.handlers import register_all
 from samsa.broker.handlers.groups import client_host
 from samsa.broker.registry import ApiRegistry, RawResponse
@@ -58,6 +59,8 @@ class Broker:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        """The effective configuration (static, then dynamic layers: see ``dynamic_config``)."""
+        self.dynamic_config = DynamicBrokerConfig(config)
         self.node_id = config.node_id
         self.metadata = LocalMetadataStore(config.log_dirs, config.node_id, config["cluster.id"])
         self.log_manager = LogManager(
@@ -122,6 +125,8 @@ class Broker:
     async def start(self) -> None:
         started = time.monotonic()
         await asyncio.to_thread(self.metadata.load)
+        await asyncio.to_thread(self.dynamic_config.load)
+        reconfigure(self, self.dynamic_config.current)
         await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)
         self.replica_manager.load()
         offsets_logs = [

@@ -1,9 +1,16 @@
 """DescribeConfigs (key 32, versions 1–4), AlterConfigs (key 33, versions 0–2) and
 IncrementalAlterConfigs (key 44, versions 0–1), for TOPIC and BROKER resources.
 
+A broker key is described with its effective value and its source: this
+broker's dynamic config (DYNAMIC_BROKER_CONFIG), the cluster-wide dynamic
+default (DYNAMIC_DEFAULT_BROKER_CONFIG), ``server.properties``/``--override``
+(STATIC_BROKER_CONFIG) or the default (DEFAULT_CONFIG); the keys that cannot
+change at runtime are read-only.
+
 A topic's configuration is Kafka's topic-level keys (``TOPIC_CONFIG``): each
 described with its effective value and where it came from — the topic's own
-override (DYNAMIC_TOPIC_CONFIG), a broker ``log.*`` key given in
+override (DYNAMIC_TOPIC_CONFIG), a broker ``log.*`` key set dynamically
+(DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG) or given in
 ``server.properties``/``--override`` (STATIC_BROKER_CONFIG), or the default
 (DEFAULT_CONFIG). Alterations are checked against ``TOPIC_CONFIG``
 (INVALID_CONFIG naming the key), kept in the topic table and applied to the
@@ -11,9 +18,11 @@ live logs at once.
 
 Deviations from Kafka, on purpose:
 
-- The broker is configured only at start-up: every broker key is read-only and
-  altering a BROKER resource is INVALID_REQUEST. Describing BROKER ``""`` (the
-  cluster-wide dynamic defaults, as in Kafka) therefore answers no configs.
+- BROKER resources (this broker's id, and ``""`` for the cluster-wide default)
+  take the dynamic keys samsa applies live (:mod:`samsa.broker.dynamic_config`:
+  the broker defaults of topic configs and ``log.cleaner.backoff.ms``); any
+  other key is INVALID_REQUEST as Kafka answers a static one. Describing
+  BROKER ``""`` answers the keys set at that level, as Kafka does.
 - BROKER_LOGGER, GROUP and CLIENT_METRICS resources are INVALID_REQUEST.
 - Synonyms list every broker key that can set a topic key (``log.retention.hours``
   for ``retention.ms``…), not only those at or after the first one as Kafka's
@@ -30,6 +39,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.config import BROKER_CONFIG
+from samsa.broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIG_SYNONYMS
 from samsa.broker.handlers import error_fields, respond
 from samsa.cluster.local import validate_topic_name
 from samsa.config import ConfigDef, ConfigKey, ConfigType
@@ -59,6 +69,8 @@ class ResourceType(IntEnum):
 
 class ConfigSource(IntEnum):
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 
@@ -79,34 +91,6 @@ _CONFIG_TYPE_IDS = {
     ConfigType.LIST: 7,
 }
 """DescribeConfigs ``config_type`` ids (v3+), Kafka's ``DescribeConfigsResponse.ConfigType``."""
-
-TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[str, ...]] = {
-    "segment.bytes": ("log.segment.bytes",),
-    "segment.ms": ("log.roll.ms", "log.roll.hours"),
-    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-    "segment.index.bytes": ("log.index.size.max.bytes",),
-    "index.interval.bytes": ("log.index.interval.bytes",),
-    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "retention.bytes": ("log.retention.bytes",),
-    "max.message.bytes": ("message.max.bytes",),
-    "flush.messages": ("log.flush.interval.messages",),
-    "flush.ms": ("log.flush.interval.ms",),
-    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
-    "message.timestamp.type": ("log.message.timestamp.type",),
-    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
-    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
-    "cleanup.policy": ("log.cleanup.policy",),
-    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
-    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
-    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
-    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
-    "min.insync.replicas": ("min.insync.replicas",),
-    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
-    "compression.type": ("compression.type",),
-    "preallocate": ("log.preallocate",),
-}
-"""Broker keys that set each topic key's default, most specific first (Kafka's
-``ServerTopicConfigSynonyms``); ``BrokerConfig`` derives the defaults in this order."""
 
 
 def config_string(value: Any, kind: ConfigType) -> str | None:
@@ -144,20 +128,33 @@ def _entry(
     }
 
 
-def _broker_synonyms(broker: Broker, names: Iterable[str]) -> list[dict[str, Any]]:
-    """Given broker keys first (all of them), then their defaults — Kafka's order of sources."""
+def _broker_synonyms(
+    broker: Broker, names: Iterable[str], *, per_broker: bool = True
+) -> list[dict[str, Any]]:
+    """Every layer that sets one of ``names``, highest first, each layer listing all of
+    them (Kafka's order of sources): this broker's dynamic configs (unless describing
+    the cluster-wide default), the dynamic default, the static configs, the defaults."""
     names = list(names)
-    given = broker.config.overrides
-    static = [
+    dynamic = broker.dynamic_config
+    layers = [(dynamic.per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG)] if per_broker else []
+    layers.append((dynamic.cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+    found = [
+        {"name": name, "value": values[name], "source": source}
+        for values, source in layers
+        for name in names
+        if name in values
+    ]
+    static = dynamic.static
+    found += [
         {
             "name": name,
-            "value": config_string(broker.config[name], BROKER_CONFIG.keys[name].type),
+            "value": config_string(static[name], BROKER_CONFIG.keys[name].type),
             "source": ConfigSource.STATIC_BROKER_CONFIG,
         }
         for name in names
-        if name in given
+        if name in static.overrides
     ]
-    defaults = [
+    found += [
         {
             "name": name,
             "value": config_string(key.default, key.type),
@@ -166,7 +163,7 @@ def _broker_synonyms(broker: Broker, names: Iterable[str]) -> list[dict[str, Any
         for name in names
         if (key := BROKER_CONFIG.keys[name]).default is not None
     ]
-    return static + defaults
+    return found
 
 
 def _selected(definition: ConfigDef, wanted: Iterable[str] | None) -> list[ConfigKey]:
@@ -212,15 +209,22 @@ def _check_broker_name(broker: Broker, name: str) -> None:
 def _describe_broker(
     broker: Broker, name: str, wanted: Iterable[str] | None, synonyms: bool, docs: bool
 ) -> list[dict[str, Any]]:
+    """Broker ``"<id>"``: every key, with its effective value; broker ``""`` (the
+    cluster-wide default, as Kafka answers it): only the keys set at that level."""
     _check_broker_name(broker, name)
-    if name == "":
-        return []  # the cluster-wide dynamic defaults: samsa has none
+    per_broker = name != ""
     entries = []
     for key in _selected(BROKER_CONFIG, wanted):
-        value = config_string(broker.config[key.name], key.type)
-        found = _broker_synonyms(broker, [key.name])
+        if per_broker:
+            value = config_string(broker.config[key.name], key.type)
+        elif key.name in broker.dynamic_config.cluster_default:
+            value = broker.dynamic_config.cluster_default[key.name]
+        else:
+            continue
+        found = _broker_synonyms(broker, [key.name], per_broker=per_broker)
+        read_only = key.name not in DYNAMIC_BROKER_CONFIGS
         entries.append(
-            _entry(key, value, found, read_only=True, include_synonyms=synonyms, docs=docs)
+            _entry(key, value, found, read_only=read_only, include_synonyms=synonyms, docs=docs)
         )
     return entries
 
@@ -239,12 +243,6 @@ def _unsupported_type(resource_type: int) -> KafkaError:
 def _altered_topic(broker: Broker, resource: Any) -> str:
     """The topic an alteration targets; raises the error a non-topic resource deserves."""
     kind, name = resource.resource_type, resource.resource_name
-    if kind == ResourceType.BROKER:
-        _check_broker_name(broker, name)
-        raise InvalidRequestError(
-            "dynamic broker configs are not supported: samsa reads its broker configuration "
-            "from server.properties and --override at start-up"
-        )
     if kind != ResourceType.TOPIC:
         raise _unsupported_type(kind)
     validate_topic_name(name)
@@ -270,25 +268,30 @@ def _check_topic_configs(broker: Broker, overrides: Mapping[str, str]) -> None:
         )
 
 
-def _replaced_configs(broker: Broker, topic: str, configs: Iterable[Any]) -> dict[str, str]:
-    """AlterConfigs: the request's configs become the topic's whole set of overrides."""
+def _replaced(configs: Iterable[Any]) -> dict[str, str]:
+    """AlterConfigs: the request's configs become the resource's whole set."""
     return {c.name: c.value for c in configs if c.value is not None}
 
 
-def _incremented_configs(broker: Broker, topic: str, configs: Iterable[Any]) -> dict[str, str]:
-    """IncrementalAlterConfigs: the topic's overrides with each operation applied in turn."""
+def _incremented(
+    start: Mapping[str, str],
+    configs: Iterable[Any],
+    definition: ConfigDef,
+    effective: Callable[[str], Any],
+    unknown: Callable[[str], KafkaError],
+) -> dict[str, str]:
+    """IncrementalAlterConfigs: ``start`` with each operation applied in turn (APPEND and
+    SUBTRACT start from the ``effective`` value of a list key)."""
     configs = list(configs)
     duplicated = sorted(n for n, count in Counter(c.name for c in configs).items() if count > 1)
     if duplicated:
         raise InvalidRequestError(f"Error due to duplicate config keys: {', '.join(duplicated)}")
-    info = broker.metadata.get(topic)
-    overrides = dict(info.configs) if info is not None else {}
-    effective = broker.replica_manager.topic_config(topic).to_props()
+    overrides = dict(start)
     for config in configs:
         name, op = config.name, config.config_operation
-        key = TOPIC_CONFIG.keys.get(name)
+        key = definition.keys.get(name)
         if key is None:
-            raise InvalidConfigError(f"Unknown topic config name: {name}")
+            raise unknown(name)
         if op == AlterConfigOp.DELETE:
             overrides.pop(name, None)
             continue
@@ -302,7 +305,7 @@ def _incremented_configs(broker: Broker, topic: str, configs: Iterable[Any]) -> 
         verb = "append" if op == AlterConfigOp.APPEND else "subtract"
         if key.type is not ConfigType.LIST:
             raise InvalidConfigError(f"Config value {verb} is not allowed for config key: {name}")
-        current = list(effective[name])
+        current = list(effective(name))
         given = [v.strip() for v in config.value.split(",") if v.strip()]
         if op == AlterConfigOp.APPEND:
             updated = current + [v for v in given if v not in current]
@@ -312,11 +315,56 @@ def _incremented_configs(broker: Broker, topic: str, configs: Iterable[Any]) -> 
     return overrides
 
 
-def _alter(
-    broker: Broker,
-    resources: Iterable[Any],
-    validate_only: bool,
-    new_overrides: Callable[[Broker, str, Iterable[Any]], dict[str, str]],
+def _alter_topic(broker: Broker, resource: Any, validate_only: bool, incremental: bool) -> None:
+    topic = _altered_topic(broker, resource)
+    if incremental:
+        info = broker.metadata.get(topic)
+        effective = broker.replica_manager.topic_config(topic).to_props()
+        overrides = _incremented(
+            info.configs if info is not None else {},
+            resource.configs,
+            TOPIC_CONFIG,
+            effective.__getitem__,
+            lambda name: InvalidConfigError(f"Unknown topic config name: {name}"),
+        )
+    else:
+        overrides = _replaced(resource.configs)
+    _check_topic_configs(broker, overrides)
+    if not validate_only:
+        broker.metadata.set_configs(topic, overrides)
+        broker.replica_manager.apply_config(topic)
+
+
+async def _alter_broker(
+    broker: Broker, resource: Any, validate_only: bool, incremental: bool
+) -> None:
+    """A dynamic change of this broker (``"<id>"``) or of the cluster-wide default (``""``)."""
+    name = resource.resource_name
+    _check_broker_name(broker, name)
+    per_broker = name != ""
+    dynamic = broker.dynamic_config
+    if incremental:
+        props = _incremented(
+            dynamic.per_broker if per_broker else dynamic.cluster_default,
+            resource.configs,
+            BROKER_CONFIG,
+            lambda key: broker.config[key],
+            lambda key: InvalidRequestError(f"Cannot update these configs dynamically: Set({key})"),
+        )
+    else:
+        props = _replaced(resource.configs)
+    dynamic.validate(per_broker, props)
+    canonical = {
+        key: config_string(BROKER_CONFIG.parse_value(key, value), BROKER_CONFIG.keys[key].type)
+        or value
+        for key, value in props.items()
+    }
+    if not validate_only:
+        await dynamic.update(broker, per_broker, canonical)
+
+
+async def _alter(
+    broker: Broker, resources: Iterable[Any], validate_only: bool, incremental: bool
 ) -> list[dict[str, Any]]:
     resources = list(resources)
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
@@ -332,12 +380,10 @@ def _alter(
                 results.append({**result, **error_fields(duplicate)})
             continue
         try:
-            topic = _altered_topic(broker, resource)
-            overrides = new_overrides(broker, topic, resource.configs)
-            _check_topic_configs(broker, overrides)
-            if not validate_only:
-                broker.metadata.set_configs(topic, overrides)
-                broker.replica_manager.apply_config(topic)
+            if resource.resource_type == ResourceType.BROKER:
+                await _alter_broker(broker, resource, validate_only, incremental)
+            else:
+                _alter_topic(broker, resource, validate_only, incremental)
             results.append({**result, "error_code": 0, "error_message": None})
         except KafkaError as exc:
             results.append({**result, **error_fields(exc)})
@@ -370,11 +416,11 @@ def register(broker: Broker) -> None:
         return respond(header, {"throttle_time": 0, "results": results})
 
     async def alter_configs(header: RequestHeader, body: Any) -> Any:
-        results = _alter(broker, body.resources, body.validate_only, _replaced_configs)
+        results = await _alter(broker, body.resources, body.validate_only, incremental=False)
         return respond(header, {"throttle_time": 0, "responses": results})
 
     async def incremental_alter_configs(header: RequestHeader, body: Any) -> Any:
-        results = _alter(broker, body.resources, body.validate_only, _incremented_configs)
+        results = await _alter(broker, body.resources, body.validate_only, incremental=True)
         return respond(header, {"throttle_time": 0, "responses": results})
 
     broker.registry.add(DESCRIBE_CONFIGS, 1, 4, describe_configs)

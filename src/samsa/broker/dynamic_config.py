@@ -1,0 +1,222 @@
+"""Dynamic broker configuration (Kafka's ``DynamicBrokerConfig``, KIP-226) on one node.
+
+The broker's configuration has four layers, highest first — the ``source`` of
+a DescribeConfigs entry:
+
+- DYNAMIC_BROKER_CONFIG: set for this broker (BROKER resource ``"<node.id>"``);
+- DYNAMIC_DEFAULT_BROKER_CONFIG: the cluster-wide default (BROKER resource ``""``);
+- STATIC_BROKER_CONFIG: ``server.properties`` and ``--override``;
+- DEFAULT_CONFIG: the definition's default.
+
+Which keys may change: Kafka lets every broker key that sets a topic default
+change at runtime (``DynamicLogConfig``: the synonyms of the topic configs,
+``log.retention.ms``, ``log.segment.bytes``, ``message.max.bytes``,
+``log.cleanup.policy``…), plus cleaner, thread-pool, listener and quota keys.
+samsa accepts the ones it applies live: all the topic-default keys (every
+partition without a topic override of its own takes the new value at once)
+and ``log.cleaner.backoff.ms``. Any other key is refused as Kafka refuses a
+static one: INVALID_REQUEST, "Cannot update these configs dynamically".
+Thread counts are not accepted: samsa has no such pools to resize.
+
+Persistence: ``samsa-dynamic-configs.json`` in every data directory, written
+atomically with a sequence number; at start the highest sequence wins, so the
+order of ``log.dirs`` does not matter. A file that cannot be read stops
+start-up with a message naming it (dropping a stored ``log.retention.ms``
+could delete data); a stored key that is no longer dynamic or valid is logged
+as an ERROR and skipped, as Kafka skips invalid dynamic configs.
+
+Deviation: Kafka keeps the cluster-wide default in its metadata log (or
+ZooKeeper), shared by every broker; samsa keeps it with the broker's data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from samsa.broker.config import BROKER_CONFIG, BrokerConfig
+from samsa.errors import ConfigError, KafkaError, for_code
+from samsa.storage.checkpoint import write_atomically
+from samsa.storage.log_config import LogConfig
+
+if TYPE_CHECKING:
+    from samsa.broker.server import Broker
+
+log = logging.getLogger(__name__)
+
+DYNAMIC_CONFIG_FILE = "samsa-dynamic-configs.json"
+InvalidRequestError = for_code(42)
+KafkaStorageError = for_code(56)
+
+TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[str, ...]] = {
+    "segment.bytes": ("log.segment.bytes",),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "retention.bytes": ("log.retention.bytes",),
+    "max.message.bytes": ("message.max.bytes",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms",),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
+    "cleanup.policy": ("log.cleanup.policy",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
+    "compression.type": ("compression.type",),
+    "preallocate": ("log.preallocate",),
+}
+"""Broker keys that set each topic key's default, most specific first (Kafka's
+``ServerTopicConfigSynonyms``); ``BrokerConfig`` derives the defaults in this order."""
+
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
+    {name for names in TOPIC_CONFIG_SYNONYMS.values() for name in names}
+    | {"log.cleaner.backoff.ms"}
+)
+"""The broker keys samsa lets AlterConfigs change (and applies at once)."""
+
+
+class DynamicBrokerConfig:
+    """The dynamic layers over the static configuration; one writer (the broker's loop)."""
+
+    def __init__(self, static: BrokerConfig) -> None:
+        self.static = static
+        self.per_broker: dict[str, str] = {}
+        self.cluster_default: dict[str, str] = {}
+        self.current = static
+        """The effective configuration: static overlaid by the default, then the broker layer."""
+        self._sequence = 0
+        self._lock = asyncio.Lock()
+
+    def load(self) -> None:
+        """Read the stored layers (blocking: run it off the event loop at start-up)."""
+        newest: tuple[int, dict[str, str], dict[str, str]] | None = None
+        for directory in self.static.log_dirs:
+            path = directory / DYNAMIC_CONFIG_FILE
+            try:
+                raw = json.loads(path.read_bytes())
+                stored = (int(raw["sequence"]), _strings(raw["default"]), _strings(raw["broker"]))
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(
+                    f"{path} is malformed ({exc}): repair it or remove it, which drops "
+                    "every dynamic broker config"
+                ) from exc
+            if newest is None or stored[0] > newest[0]:
+                newest = stored
+        if newest is None:
+            return
+        self._sequence = newest[0]
+        self.cluster_default = self._usable(newest[1], "the cluster-wide default")
+        self.per_broker = self._usable(newest[2], f"broker {self.static.node_id}")
+        self.current = self._build(self.cluster_default, self.per_broker)
+        if self.cluster_default or self.per_broker:
+            log.info(
+                "dynamic broker configs: default %s, broker %s",
+                self.cluster_default,
+                self.per_broker,
+            )
+
+    def _usable(self, props: Mapping[str, str], level: str) -> dict[str, str]:
+        usable: dict[str, str] = {}
+        for name, value in props.items():
+            try:
+                self._check({name: value})
+            except KafkaError as exc:
+                log.error("ignoring the stored dynamic config of %s %s=%s: %s",
+                          level, name, value, exc)  # fmt: skip
+                continue
+            usable[name] = value
+        return usable
+
+    def _check(self, props: Mapping[str, str]) -> None:
+        not_dynamic = sorted(name for name in props if name not in DYNAMIC_BROKER_CONFIGS)
+        if not_dynamic:
+            raise InvalidRequestError(
+                f"Cannot update these configs dynamically: Set({', '.join(not_dynamic)})"
+            )
+        for name, value in props.items():
+            try:
+                BROKER_CONFIG.parse_value(name, value)
+            except ConfigError as exc:
+                raise InvalidRequestError(f"Invalid config value for {name}: {exc}") from exc
+
+    def _build(self, default: Mapping[str, str], broker: Mapping[str, str]) -> BrokerConfig:
+        config = BrokerConfig.from_props({**self.static.overrides, **default, **broker})
+        _check_log_defaults(config.log_defaults)
+        return config
+
+    def validate(self, per_broker: bool, props: Mapping[str, str]) -> BrokerConfig:
+        """The configuration ``props`` as one layer's whole set would give; raises
+        INVALID_REQUEST (Kafka's messages) for a key that cannot change or a bad value."""
+        self._check(props)
+        default, broker = (self.cluster_default, props) if per_broker else (props, self.per_broker)
+        try:
+            return self._build(default, broker)
+        except ConfigError as exc:
+            raise InvalidRequestError(str(exc)) from exc
+
+    async def update(self, broker: Broker, per_broker: bool, props: Mapping[str, str]) -> None:
+        """Make ``props`` that layer's whole set: checked, stored in every data dir, applied."""
+        async with self._lock:
+            config = self.validate(per_broker, props)
+            default = self.cluster_default if per_broker else dict(props)
+            mine = dict(props) if per_broker else self.per_broker
+            sequence = self._sequence + 1
+            data = json.dumps({"version": 1, "sequence": sequence, "default": default,
+                               "broker": mine}, indent=1, sort_keys=True).encode()  # fmt: skip
+            try:
+                await asyncio.to_thread(self._save, data)
+            except OSError as exc:
+                raise KafkaStorageError(f"storing dynamic broker configs failed: {exc}") from exc
+            self._sequence, self.cluster_default, self.per_broker = sequence, default, mine
+            self.current = config
+            reconfigure(broker, config)
+            log.info("dynamic broker configs now: default %s, broker %s", default, mine)
+
+    def _save(self, data: bytes) -> None:
+        for directory in self.static.log_dirs:
+            write_atomically(directory / DYNAMIC_CONFIG_FILE, data)
+
+
+def reconfigure(broker: Broker, config: BrokerConfig) -> None:
+    """Apply an effective configuration to the running broker and every live log."""
+    broker.config = config
+    broker.replica_manager.defaults = config.log_defaults
+    broker.log_manager.default_config = config.log_defaults
+    broker.log_manager.cleaner_backoff_ms = config["log.cleaner.backoff.ms"]
+    by_topic: dict[str, LogConfig] = {}
+    for tp in list(broker.log_manager.all_logs()):
+        topic_config = by_topic.get(tp.topic)
+        if topic_config is None:
+            topic_config = by_topic[tp.topic] = broker.replica_manager.topic_config(tp.topic)
+        broker.log_manager.update_config(tp, topic_config)
+
+
+def _check_log_defaults(defaults: LogConfig) -> None:
+    if defaults.min_compaction_lag_ms > defaults.max_compaction_lag_ms:
+        raise ConfigError(
+            f"log.cleaner.min.compaction.lag.ms ({defaults.min_compaction_lag_ms}) is larger "
+            f"than log.cleaner.max.compaction.lag.ms ({defaults.max_compaction_lag_ms})"
+        )
+
+
+def _strings(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise TypeError("a layer must map config names to string values")
+    return dict(value)
