@@ -238,6 +238,20 @@ def test_an_invalid_value_is_invalid_request_and_changes_nothing(broker: BrokerP
     assert _describe(broker, "broker", "0")["log.segment.bytes"].value == str(1024**3)
 
 
+def test_a_validate_only_change_is_checked_but_not_made(broker: BrokerProcess) -> None:
+    resource = ConfigResource(
+        "broker",
+        "0",
+        incremental_configs=[
+            ConfigEntry("log.segment.bytes", "2000000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin = _admin(broker)
+    admin.incremental_alter_configs([resource], validate_only=True)[resource].result(TIMEOUT_S)
+    segment = _describe(broker, "broker", "0")["log.segment.bytes"]
+    assert (segment.value, segment.source) == (str(1024**3), ConfigSource.DEFAULT_CONFIG.value)
+
+
 def test_samsa_admin_sets_the_cluster_default_and_reads_it_back(broker: BrokerProcess) -> None:
     with _samsa_admin(broker) as admin:
         default = SamsaConfigResource.broker("")
