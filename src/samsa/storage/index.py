@@ -8,9 +8,21 @@ segment rolls or closes, so after a crash the file may end in zeros: the
 number of entries is found by binary search for the first zero key after
 entry 0 (keys after entry 0 are never 0), not trusted from the file size.
 
+The pre-allocated size is a sparse file: its pages get disk blocks only when
+written. A store through the mapping into a page the filesystem cannot
+allocate (disk full) would kill the process with SIGBUS, so before an entry
+first touches a page, that page is reserved with ``posix_fallocate`` (on a
+fresh descriptor: an index holds none between calls, only its mapping); a full
+disk then surfaces as ``OSError(ENOSPC)`` from :meth:`OffsetIndex.append`
+before anything is stored. One ``fallocate`` per page of entries (512 offset
+entries, ~2 MiB of log at the default ``index.interval.bytes``); the cost is
+in ``bench/RESULTS.md``.
+
 Lookups return the greatest entry at or below a target, by binary search.
 Not thread-safe: the owning segment serialises appends; ``flush`` may run on a
-worker thread while the owner appends, which mmap allows.
+worker thread while the owner appends, which mmap allows. Every method that
+fails with ``OSError`` leaves the index as it was (a resize keeps the old
+mapping until the new one exists).
 """
 
 from __future__ import annotations
@@ -22,6 +34,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from samsa.errors import LogClosedError, StorageError
+
+PAGE_SIZE = mmap.PAGESIZE
 
 
 class IndexFullError(StorageError):
@@ -64,6 +78,7 @@ class SparseIndex:
             os.close(fd)
         self._capacity = length // entry_size
         self._entries = self._count_entries(file_size // entry_size)
+        self._allocated = self._written_pages()
         self._closed = False
 
     # -- keys -------------------------------------------------------------
@@ -126,8 +141,30 @@ class SparseIndex:
         if self._entries >= self._capacity:
             self._resize(self._max_entries)
         assert self._mmap is not None
-        self.ENTRY.pack_into(self._mmap, self._entries * self.ENTRY.size, *fields)
+        position = self._entries * self.ENTRY.size
+        self._allocate(position + self.ENTRY.size)
+        self.ENTRY.pack_into(self._mmap, position, *fields)
         self._entries += 1
+
+    def _written_pages(self) -> int:
+        """Bytes from the start that surely have disk blocks: the whole pages of entries."""
+        return self._entries * self.ENTRY.size // PAGE_SIZE * PAGE_SIZE
+
+    def _allocate(self, end: int) -> None:
+        """Give the file real blocks up to ``end`` (whole pages) before the mapping stores there.
+
+        Raises ``OSError`` (ENOSPC, EMFILE, EFBIG) with nothing changed.
+        """
+        if end <= self._allocated:
+            return
+        start = self._allocated
+        stop = min(-(-end // PAGE_SIZE) * PAGE_SIZE, self._capacity * self.ENTRY.size)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, start, stop - start)
+        finally:
+            os.close(fd)
+        self._allocated = stop
 
     def truncate_to_entries(self, n: int) -> None:
         """Keep the first ``n`` entries, zeroing the rest of the written area."""
@@ -153,35 +190,53 @@ class SparseIndex:
             self._resize(self._max_entries)
 
     def _resize(self, slots: int) -> None:
+        """Make the file and mapping ``slots`` entries long; on ``OSError`` the old map stays."""
         self._check_open()
+        length = slots * self.ENTRY.size
+        current = self._capacity * self.ENTRY.size
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            if length > current:
+                os.ftruncate(fd, length)  # sparse: blocks come from _allocate
+            new_map = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE) if length else None
+            if length < current:
+                try:
+                    os.ftruncate(fd, length)
+                except OSError:
+                    if new_map is not None:
+                        new_map.close()
+                    raise
+        finally:
+            os.close(fd)
         if self._mmap is not None:
             # No msync: unmapping keeps dirty shared pages in the page cache, and a
             # flush here would block the appending event loop (flush() does it later).
             self._mmap.close()
-            self._mmap = None
-        length = slots * self.ENTRY.size
-        fd = os.open(self.path, os.O_RDWR)
-        try:
-            os.ftruncate(fd, length)
-            if length:
-                self._mmap = mmap.mmap(fd, length, access=mmap.ACCESS_WRITE)
-        finally:
-            os.close(fd)
+        self._mmap = new_map
         self._capacity = slots
+        self._allocated = min(self._allocated, length // PAGE_SIZE * PAGE_SIZE)
 
     def flush(self) -> None:
         """msync the mapping (blocking: run it off the event loop)."""
         if self._mmap is not None and self.writable and not self._closed:
             self._mmap.flush()
 
-    def close(self) -> None:
+    def close(self, *, trim: bool = True) -> None:
+        """Trim the file to its entries (unless ``trim`` is False) and unmap it.
+
+        The mapping is released even when the trim fails; the ``OSError`` is then
+        raised (an untrimmed index only ends in zeros, which loading skips).
+        """
         if self._closed:
             return
-        self.trim_to_valid_size()
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
-        self._closed = True
+        try:
+            if trim:
+                self.trim_to_valid_size()
+        finally:
+            if self._mmap is not None:
+                self._mmap.close()
+                self._mmap = None
+            self._closed = True
 
     def rename_to(self, path: Path) -> None:
         os.replace(self.path, path)

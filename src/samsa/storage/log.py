@@ -16,6 +16,22 @@ can still send it. With ``cleanup.policy=compact`` alone, retention by time
 and size does not apply (the cleaner keeps the log small); ``compact,delete``
 applies both.
 
+Appends are all-or-nothing (Kafka issue-12 item 2). A roll opens every file
+of the new segment, writes the producer snapshot and seals the old segment
+before the new one joins the log; any failure removes the new segment's files
+and leaves the old one active. The segment undoes a failed write or index
+entry itself (:meth:`LogSegment.append`); a failure after that (the
+``.txnindex`` entry of an abort marker) truncates the segment back and
+rebuilds the producer state. The caller gets ``KafkaStorageError`` and the
+log end offset has not moved, so nothing unacknowledged is ever readable and
+the next append takes the same offsets. Only if that undo itself fails is the
+log taken offline: appends are refused until a restart recovers it, reads go
+on. This is narrower than Kafka, which on any ``IOException`` in a log
+directory (``LogDirFailureChannel``) takes the whole directory offline and
+answers KAFKA_STORAGE_ERROR for all its partitions until restart: here a full
+disk or a shortage of descriptors only refuses the appends that hit it, and
+appends work again once space or descriptors are freed.
+
 Not thread-safe: one owner (the partition's writer on the event loop) calls
 every method; only the fsync work of :meth:`flush_segments` may run on a
 worker thread, on segments snapshotted by :meth:`segments_to_flush`.
@@ -31,13 +47,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from samsa.errors import CorruptRecordError, OffsetOutOfRangeError, StorageError
+from samsa.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    StorageError,
+)
 from samsa.records.batch import (
     NO_TIMESTAMP,
     RecordBatchView,
     read_batch,
 )
-from samsa.records.control import ControlRecordType, build_end_transaction_batch
+from samsa.records.control import (
+    ControlRecordType,
+    build_end_transaction_batch,
+    control_record_type,
+)
+from samsa.records.reader import iter_records
 from samsa.storage.log_config import LogConfig
 from samsa.storage.producer_state import CompletedTxn, ProducerStateManager
 from samsa.storage.segment import (
@@ -67,6 +93,14 @@ MAX_TIMESTAMP = -3
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _is_abort_marker(batch: RecordBatchView) -> bool:
+    """Whether ``batch`` is an ABORT marker (it adds a ``.txnindex`` entry when appended)."""
+    if not batch.is_control:
+        return False
+    record = next(iter_records(batch), None)
+    return record is not None and control_record_type(record) is ControlRecordType.ABORT
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +153,8 @@ class Log:
         """Called with the new segment's base offset after a roll (to flush the old ones)."""
         self.on_truncate: Callable[[Log, int], None] | None = None
         """Called with the offset a truncation cut the log back to (the cleaner rewinds)."""
+        self.offline_reason: str | None = None
+        """Why appends are refused until a restart (a failed append could not be undone)."""
 
     # -- state ------------------------------------------------------------
     @property
@@ -299,14 +335,25 @@ class Log:
                 max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
             records += batch.record_count
         last_offset = batches[-1].last_offset
+        if self.offline_reason is not None:
+            raise KafkaStorageError(f"log {self.directory} is offline: {self.offline_reason}")
         segment = self.active_segment
         if segment.should_roll(view.nbytes, max_timestamp, last_offset, now):
             segment = self.roll(batches[0].base_offset)
+        if any(_is_abort_marker(batch) for batch in batches):
+            try:
+                segment.txn_index.open_for_append()
+            except OSError as exc:
+                raise KafkaStorageError(f"append to {self.directory} failed: {exc}") from exc
         segment.append(view, batches)
-        for batch in batches:
-            completed = self.producer_state.update(batch)
-            if completed is not None:
-                self._index_completed(segment, completed)
+        try:
+            for batch in batches:
+                completed = self.producer_state.update(batch)
+                if completed is not None:
+                    self._index_completed(segment, completed)
+        except OSError as exc:
+            self._undo_append(segment, batches[0].base_offset, exc)
+            raise KafkaStorageError(f"append to {self.directory} failed: {exc}") from exc
         self._leo = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
         self.unflushed_messages += records
         return AppendInfo(
@@ -320,6 +367,20 @@ class Log:
             log_start_offset=self.log_start_offset,
         )
 
+    def _undo_append(self, segment: LogSegment, first_offset: int, cause: OSError) -> None:
+        """Cut ``segment`` back to ``first_offset`` and replay the producer state up to it.
+
+        The log end offset was not moved yet. If this fails too, the log goes offline.
+        """
+        try:
+            segment.truncate_to(first_offset)
+            self.rebuild_producer_state()
+        except (OSError, StorageError) as exc:
+            self.offline_reason = f"an append failed ({cause}) and could not be undone ({exc})"
+            raise KafkaStorageError(
+                f"log {self.directory} is offline: {self.offline_reason}"
+            ) from exc
+
     @staticmethod
     def _index_completed(segment: LogSegment, completed: CompletedTxn) -> None:
         """An aborted transaction goes into the index of the segment holding its marker."""
@@ -331,19 +392,27 @@ class Log:
 
     # -- roll ---------------------------------------------------------------
     def roll(self, base_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at ``base_offset`` (default: the LEO)."""
+        """Start a new active segment at ``base_offset`` (default: the LEO).
+
+        All or nothing: raises ``KafkaStorageError`` with the old segment still
+        active and the new one's files removed if any file cannot be opened or written.
+        """
         new_base = self._leo.offset if base_offset is None else base_offset
         active = self.active_segment
         if active.base_offset == new_base and active.size == 0:
             return active
         if new_base <= active.base_offset:
             raise StorageError(f"cannot roll to {new_base}: active segment starts at it or later")
-        active.on_become_inactive()
-        self.producer_state.write_snapshot(new_base)
-        segment = LogSegment(
-            self.directory, new_base, self.config, created_ms=self.clock(),
-            rolling_jitter_ms=0,
-        )  # fmt: skip
+        segment = LogSegment.create(self.directory, new_base, self.config, created_ms=self.clock())
+        try:
+            self.producer_state.write_snapshot(new_base)
+            active.on_become_inactive()
+        except (OSError, StorageError) as exc:
+            # The old segment stays active: its trimmed indexes grow again on demand.
+            segment.delete_files()
+            raise KafkaStorageError(
+                f"roll of {self.directory} to {new_base} failed: {exc}"
+            ) from exc
         self._segments.append(segment)
         self._bases.append(new_base)
         if self._leo.segment_base_offset == active.base_offset and new_base == self._leo.offset:

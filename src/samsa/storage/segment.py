@@ -2,12 +2,21 @@
 
 The file is named for the segment's base offset (20 digits) and holds
 RecordBatch v2 bytes concatenated, exactly as Kafka writes them. Appends are
-one ``os.write`` of already-validated batch bytes; reads return a
+one ``os.pwrite`` of already-validated batch bytes; reads return a
 :class:`FileRegion` for ``os.sendfile``. Index entries are added every
 ``index.interval.bytes`` of appended data. Indexes of inactive segments are
 opened on first use (Kafka's lazy indexes), so a log with many segments maps
 only what it reads. The ``.txnindex`` (aborted transactions whose abort marker
 lies here, :mod:`samsa.storage.txn_index`) exists only once a marker aborts one.
+
+An append is all-or-nothing. The indexes it may write to are open before the
+batch bytes are written (a new segment opens all its files in
+:meth:`LogSegment.create`); the bytes go with ``os.pwrite`` at the segment's
+size, never ``O_APPEND``, so bytes a failed append left behind can never sit
+under a later batch; and when the write or an index entry fails (ENOSPC,
+EMFILE, a short write), the file and both indexes are cut back to where they
+were and :class:`~samsa.errors.KafkaStorageError` is raised. If even that cut
+fails, the next append retries it before writing.
 
 Not thread-safe: the owning :class:`~samsa.storage.log.Log` calls every method
 from its one writer, except :meth:`flush`, which may run on a worker thread.
@@ -142,8 +151,9 @@ class LogSegment:
         self.txn_index = TransactionIndex(
             directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX + suffix)
         )
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self._fd).st_size
+        self._cut_pending = False  # a failed append's bytes past ``size`` are still to be cut
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
         self._bytes_since_last_index_entry = 0
@@ -154,6 +164,37 @@ class LogSegment:
             first_max = os.pread(self._fd, 8, MAX_TIMESTAMP_POS)
             self.rolling_base_timestamp = _I64.unpack(first_max)[0] if len(first_max) == 8 else None
         self.closed = False
+
+    @classmethod
+    def create(
+        cls, directory: Path, base_offset: int, config: LogConfig, *, created_ms: int
+    ) -> LogSegment:
+        """A new, empty segment with every file an append needs already open (a roll).
+
+        Raises :class:`~samsa.errors.KafkaStorageError` naming the file that could
+        not be opened; the files it created are removed again.
+        """
+        paths = [
+            directory / segment_file_name(base_offset, suffix)
+            for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+        ]
+        existed = [path.exists() for path in paths]
+        segment: LogSegment | None = None
+        opening = paths[0]
+        try:
+            segment = cls(directory, base_offset, config, created_ms=created_ms)
+            opening = paths[1]
+            segment.offset_index  # noqa: B018 (opens it)
+            opening = paths[2]
+            segment._load_max_timestamp()  # opens the time index
+        except OSError as exc:
+            if segment is not None:
+                segment.discard()
+            for path, was_there in zip(paths, existed, strict=True):
+                if not was_there:
+                    path.unlink(missing_ok=True)
+            raise KafkaStorageError(f"cannot open {opening}: {exc}") from exc
+        return segment
 
     # -- indexes -----------------------------------------------------------
     @property
@@ -209,32 +250,53 @@ class LogSegment:
         """Append whole, validated batches whose offsets are already assigned.
 
         ``batches`` are the views over ``data`` when the caller has them (saves a
-        parse). One ``os.write``; on a failed or short write the file is cut back,
-        so a failed append leaves the segment as it was, and ``KafkaStorageError``
-        is raised.
+        parse). All or nothing: on any failure the segment is left as it was and
+        ``KafkaStorageError`` is raised (``OSError`` is its cause).
         """
         view = memoryview(data)
         if not view.nbytes:
             return
-        position = self.size
         if batches is None:
             batches = list(iter_batches(view))
+        position = self.size
         try:
-            written = os.write(self._fd, view)
-            while written < view.nbytes:
-                more = os.write(self._fd, view[written:])
-                if more <= 0:
-                    raise OSError("short write")
-                written += more
+            if self._cut_pending:
+                os.ftruncate(self._fd, position)
+                self._cut_pending = False
+            # Open (lazily loaded) indexes now: once bytes are written it is too late.
+            self._load_max_timestamp()
+            index_entries = self.offset_index.entries, self.time_index.entries
         except OSError as exc:
-            os.ftruncate(self._fd, position)
             raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
-        if self.size == 0:
-            self.rolling_base_timestamp = batches[0].max_timestamp
-        for batch in batches:
-            self._after_append(batch.last_offset, batch.max_timestamp, position, batch.size)
-            position += batch.size
-        self.size = position
+        saved = (self._max_timestamp, self._offset_of_max_timestamp,
+                 self._bytes_since_last_index_entry, self.rolling_base_timestamp)  # fmt: skip
+        try:
+            self._write_at(view, position)
+            if position == 0:
+                self.rolling_base_timestamp = batches[0].max_timestamp
+            end = position
+            for batch in batches:
+                self._after_append(batch.last_offset, batch.max_timestamp, end, batch.size)
+                end += batch.size
+        except (OSError, StorageError) as exc:
+            (self._max_timestamp, self._offset_of_max_timestamp,
+             self._bytes_since_last_index_entry, self.rolling_base_timestamp) = saved  # fmt: skip
+            self.offset_index.truncate_to_entries(index_entries[0])
+            self.time_index.truncate_to_entries(index_entries[1])
+            try:
+                os.ftruncate(self._fd, position)
+            except OSError:
+                self._cut_pending = True  # reads stop at ``size``; the next append cuts first
+            raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
+        self.size = end
+
+    def _write_at(self, view: memoryview, position: int) -> None:
+        written = 0
+        while written < view.nbytes:
+            more = os.pwrite(self._fd, view[written:], position + written)
+            if more <= 0:
+                raise OSError(f"short write at {position + written} of {self.log_path}")
+            written += more
 
     def _after_append(self, last_offset: int, max_timestamp: int, position: int, size: int) -> None:
         self._load_max_timestamp()
@@ -543,14 +605,19 @@ class LogSegment:
         os.close(self._fd)
         self.closed = True
 
-    def delete_files(self) -> None:
-        """Close and remove the segment's files (after they were renamed ``.deleted``)."""
+    def discard(self) -> None:
+        """Close every file without trimming or writing anything (the files are about to go)."""
         for index in (self._offset_index, self._time_index):
             if index is not None:
-                index.close()
+                index.close(trim=False)
+        self.txn_index.close()
         if not self.closed:
             os.close(self._fd)
             self.closed = True
+
+    def delete_files(self) -> None:
+        """Close and remove the segment's files (after they were renamed ``.deleted``)."""
+        self.discard()
         for path in (self.log_path, self._index_path, self._time_index_path):
             path.unlink(missing_ok=True)
         self.txn_index.delete()

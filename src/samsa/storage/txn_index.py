@@ -107,15 +107,32 @@ class TransactionIndex:
                 f"aborted transaction ending at {txn.last_offset} is not after "
                 f"{entries[-1].last_offset} in {self.path}"
             )
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-            os.ftruncate(self._fd, len(entries) * ENTRY_SIZE)  # drop a torn entry
+        self.open_for_append()
         data = txn.encode()
-        written = os.write(self._fd, data)
-        if written != len(data):
-            os.ftruncate(self._fd, len(entries) * ENTRY_SIZE)
-            raise StorageError(f"short write to {self.path}")
+        end = len(entries) * ENTRY_SIZE
+        try:
+            written = os.pwrite(self._fd, data, end)
+            if written != len(data):
+                raise OSError(f"short write to {self.path}")
+        except OSError:
+            os.ftruncate(self._fd, end)
+            raise
         entries.append(txn)
+
+    def open_for_append(self) -> None:
+        """Open (creating) the file now, so an append after the marker's write needs no descriptor.
+
+        Raises ``OSError`` (EMFILE, ENOSPC) with nothing changed but the file's existence.
+        """
+        if self._fd < 0:
+            entries = self._load()
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, len(entries) * ENTRY_SIZE)  # drop a torn entry
+            except OSError:
+                os.close(fd)
+                raise
+            self._fd = fd
 
     def truncate_to(self, offset: int) -> None:
         """Remove the aborts whose marker is at or after ``offset``."""
