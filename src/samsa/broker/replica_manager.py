@@ -1,5 +1,12 @@
 """Partitions this broker leads: appends, reads and the waits of delayed fetches.
 
+An append that fails in storage (disk full, no descriptors left, any
+``OSError``) is answered KAFKA_STORAGE_ERROR and leaves the log as it was
+(:mod:`samsa.storage.log`); it is logged at ERROR with the partition and its
+directory, at most once per partition per minute (with the count of failures
+not logged meanwhile), so a full disk under a busy producer cannot flood the
+log. Reads go on: a fetch of data already written needs no space.
+
 Single node: this broker leads every partition, the ISR is itself, and the high
 watermark follows the log end offset as soon as an append returns. A delayed
 fetch (Kafka's purgatory) registers a future on the partitions it reads; an
@@ -12,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from samsa.cluster.local import LocalMetadataStore, TopicInfo
-from samsa.errors import KafkaError, for_code
+from samsa.errors import KafkaError, KafkaStorageError, for_code
 from samsa.storage import AppendInfo, Log, LogConfig, LogManager
 from samsa.storage.validator import AppendOrigin
 from samsa.types import TopicPartition
@@ -28,6 +36,9 @@ UnknownTopicOrPartitionError = for_code(UNKNOWN_TOPIC_OR_PARTITION)
 NotEnoughReplicasError = for_code(19)
 
 
+STORAGE_ERROR_LOG_INTERVAL_S = 60.0
+
+
 @dataclass(eq=False)
 class Partition:
     """One partition's log with its leadership state."""
@@ -36,6 +47,8 @@ class Partition:
     log: Log
     leader_epoch: int = 0
     waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    storage_error_logged_at: float | None = None
+    storage_errors_not_logged: int = 0
 
     def wake_waiters(self) -> None:
         for waiter in self.waiters:
@@ -47,8 +60,16 @@ class Partition:
 class ReplicaManager:
     """Creates partitions from the topic table and serves appends and reads on them."""
 
-    def __init__(self, log_manager: LogManager, metadata: LocalMetadataStore, defaults: LogConfig):
+    def __init__(
+        self,
+        log_manager: LogManager,
+        metadata: LocalMetadataStore,
+        defaults: LogConfig,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.log_manager = log_manager
+        self._monotonic = monotonic
         self.metadata = metadata
         self.defaults = defaults
         self._partitions: dict[TopicPartition, Partition] = {}
@@ -115,9 +136,12 @@ class ReplicaManager:
         partition_log = partition.log
         if required_acks == -1:
             _check_min_insync(partition)
-        info = partition_log.append_as_leader(
-            records, leader_epoch=partition.leader_epoch, origin=origin
-        )
+        try:
+            info = partition_log.append_as_leader(
+                records, leader_epoch=partition.leader_epoch, origin=origin
+            )
+        except (KafkaStorageError, OSError) as exc:
+            raise self._storage_failure(partition, exc) from exc
         partition_log.update_high_watermark(partition_log.log_end_offset)
         partition.wake_waiters()
         await self.log_manager.maybe_flush(partition_log)
@@ -154,6 +178,8 @@ class ReplicaManager:
                 leader_epoch=partition.leader_epoch,
                 transaction_version=transaction_version,
             )
+        except (KafkaStorageError, OSError) as exc:
+            return self._storage_failure(partition, exc).code
         except KafkaError as exc:
             return exc.code
         partition_log.update_high_watermark(partition_log.log_end_offset)
@@ -169,6 +195,26 @@ class ReplicaManager:
                               producer_id)  # fmt: skip
         await self.log_manager.maybe_flush(partition_log)
         return 0
+
+    def _storage_failure(self, partition: Partition, exc: BaseException) -> KafkaStorageError:
+        """Log a failed append (rate-limited per partition); the error to answer with."""
+        now = self._monotonic()
+        last = partition.storage_error_logged_at
+        if last is not None and now - last < STORAGE_ERROR_LOG_INTERVAL_S:
+            partition.storage_errors_not_logged += 1
+        else:
+            log.error(
+                "append to %s in %s failed, answering KAFKA_STORAGE_ERROR: %s "
+                "(%d failures not reported since the last report; reads go on; next report "
+                "in %.0f s at the earliest)",
+                partition.tp, partition.log.directory, exc,
+                partition.storage_errors_not_logged, STORAGE_ERROR_LOG_INTERVAL_S,
+            )  # fmt: skip
+            partition.storage_error_logged_at = now
+            partition.storage_errors_not_logged = 0
+        if isinstance(exc, KafkaStorageError):
+            return exc
+        return KafkaStorageError(f"append to {partition.tp} failed: {exc}")
 
     # -- delayed fetch ------------------------------------------------------------------
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
