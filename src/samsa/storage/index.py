@@ -142,7 +142,8 @@ class SparseIndex:
             self._resize(self._max_entries)
         assert self._mmap is not None
         position = self._entries * self.ENTRY.size
-        self._allocate(position + self.ENTRY.size)
+        if position + self.ENTRY.size > self._allocated:
+            self._allocate(position + self.ENTRY.size)
         self.ENTRY.pack_into(self._mmap, position, *fields)
         self._entries += 1
 
@@ -155,8 +156,6 @@ class SparseIndex:
 
         Raises ``OSError`` (ENOSPC, EMFILE, EFBIG) with nothing changed.
         """
-        if end <= self._allocated:
-            return
         start = self._allocated
         stop = min(-(-end // PAGE_SIZE) * PAGE_SIZE, self._capacity * self.ENTRY.size)
         fd = os.open(self.path, os.O_RDWR)

@@ -96,9 +96,7 @@ def wall_clock_ms() -> int:
 
 
 def _is_abort_marker(batch: RecordBatchView) -> bool:
-    """Whether ``batch`` is an ABORT marker (it adds a ``.txnindex`` entry when appended)."""
-    if not batch.is_control:
-        return False
+    """Whether control ``batch`` is an ABORT marker (it adds a ``.txnindex`` entry)."""
     record = next(iter_records(batch), None)
     return record is not None and control_record_type(record) is ControlRecordType.ABORT
 
@@ -330,17 +328,20 @@ class Log:
                               self.log_start_offset)  # fmt: skip
         max_timestamp, offset_of_max = NO_TIMESTAMP, batches[0].base_offset
         records = 0
+        aborts = False
         for batch in batches:
             if batch.max_timestamp > max_timestamp:
                 max_timestamp, offset_of_max = batch.max_timestamp, batch.last_offset
             records += batch.record_count
+            if batch.is_control:
+                aborts = aborts or _is_abort_marker(batch)
         last_offset = batches[-1].last_offset
         if self.offline_reason is not None:
             raise KafkaStorageError(f"log {self.directory} is offline: {self.offline_reason}")
         segment = self.active_segment
         if segment.should_roll(view.nbytes, max_timestamp, last_offset, now):
             segment = self.roll(batches[0].base_offset)
-        if any(_is_abort_marker(batch) for batch in batches):
+        if aborts:
             try:
                 segment.txn_index.open_for_append()
             except OSError as exc:

@@ -259,15 +259,18 @@ class LogSegment:
         if batches is None:
             batches = list(iter_batches(view))
         position = self.size
-        try:
-            if self._cut_pending:
-                os.ftruncate(self._fd, position)
-                self._cut_pending = False
-            # Open (lazily loaded) indexes now: once bytes are written it is too late.
-            self._load_max_timestamp()
-            index_entries = self.offset_index.entries, self.time_index.entries
-        except OSError as exc:
-            raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
+        offset_index, time_index = self._offset_index, self._time_index
+        if offset_index is None or time_index is None or self._cut_pending:
+            try:
+                if self._cut_pending:
+                    os.ftruncate(self._fd, position)
+                    self._cut_pending = False
+                # Open (lazily loaded) indexes now: once bytes are written it is too late.
+                self._load_max_timestamp()
+                offset_index, time_index = self.offset_index, self.time_index
+            except OSError as exc:
+                raise KafkaStorageError(f"append to {self.log_path} failed: {exc}") from exc
+        index_entries = offset_index.entries, time_index.entries
         saved = (self._max_timestamp, self._offset_of_max_timestamp,
                  self._bytes_since_last_index_entry, self.rolling_base_timestamp)  # fmt: skip
         try:
@@ -281,8 +284,8 @@ class LogSegment:
         except (OSError, StorageError) as exc:
             (self._max_timestamp, self._offset_of_max_timestamp,
              self._bytes_since_last_index_entry, self.rolling_base_timestamp) = saved  # fmt: skip
-            self.offset_index.truncate_to_entries(index_entries[0])
-            self.time_index.truncate_to_entries(index_entries[1])
+            offset_index.truncate_to_entries(index_entries[0])
+            time_index.truncate_to_entries(index_entries[1])
             try:
                 os.ftruncate(self._fd, position)
             except OSError:
@@ -291,7 +294,7 @@ class LogSegment:
         self.size = end
 
     def _write_at(self, view: memoryview, position: int) -> None:
-        written = 0
+        written = os.pwrite(self._fd, view, position)
         while written < view.nbytes:
             more = os.pwrite(self._fd, view[written:], position + written)
             if more <= 0:
