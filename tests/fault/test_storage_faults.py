@@ -26,6 +26,7 @@ import resource
 import socket
 import struct
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -309,3 +310,37 @@ def test_a_full_disk_refuses_appends_keeps_serving_reads_and_recovers(small_disk
         client.close()
     finally:
         _kill(broker)
+
+
+INDEX_WRITER = r"""
+import sys
+from pathlib import Path
+from samsa.storage.index import OffsetIndex
+
+index = OffsetIndex(Path(sys.argv[1]), 0, 1 << 20, writable=True)
+filler = open(sys.argv[2], "wb")
+try:
+    while True:
+        filler.write(bytes(4096))
+        filler.flush()
+except OSError:
+    pass
+try:
+    index.append(1, 100)  # the first entry: the index's first page is still a hole
+except OSError as exc:
+    print("refused", exc.errno)
+else:
+    print("stored")
+"""
+
+
+def test_an_index_entry_on_a_full_filesystem_is_refused_not_a_sigbus(small_disk: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", INDEX_WRITER, str(small_disk / "0.index"), str(small_disk / "fill")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr}"
+    assert result.stdout.split() == ["refused", str(errno.ENOSPC)]
