@@ -12,63 +12,17 @@ exactly the acknowledged records.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import os
-import resource
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tests.conftest import ManualClock, make_batch, read_log
+from tests.resource_limits import descriptors_left, file_size_limit
 
 from samsa.errors import KafkaStorageError
 from samsa.records import RecordBatchBuilder, iter_records, read_batch
 from samsa.storage import Log, LogConfig, load_log
 
 SEGMENT_BYTES = 2048
-
-
-@contextlib.contextmanager
-def descriptors_left(count: int) -> Iterator[None]:
-    """Run the body with exactly ``count`` file descriptors left before EMFILE.
-
-    The soft limit is lowered a little above the descriptors in use and the
-    free slots are filled with ``/dev/null`` (idle connections would hold them);
-    ``count`` of them are given back. The limit and the slots are restored after.
-    """
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    in_use = max(int(name) for name in os.listdir("/proc/self/fd"))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, in_use + 64), hard))
-    held: list[int] = []
-    try:
-        while True:
-            try:
-                held.append(os.open(os.devnull, os.O_RDONLY))
-            except OSError as exc:
-                assert exc.errno == errno.EMFILE
-                break
-        for _ in range(count):
-            os.close(held.pop())
-        yield
-    finally:
-        for fd in held:
-            os.close(fd)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-
-
-@contextlib.contextmanager
-def file_size_limit(max_bytes: int) -> Iterator[None]:
-    """Writes past ``max_bytes`` of any file fail (EFBIG) or are cut short, as the kernel does."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
-    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-        signal.signal(signal.SIGXFSZ, previous)
 
 
 def _open(directory: Path, clock: ManualClock, *, clean: bool = True) -> Log:
