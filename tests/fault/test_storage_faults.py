@@ -35,9 +35,11 @@ from typing import Any
 import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+from tests.conftest import read_log
 
 from samsa.protocol.build import build
 from samsa.records import RecordBatchBuilder, iter_batches, iter_records
+from samsa.storage import LogConfig, load_log
 from samsa.testing import BrokerProcess, start_broker
 
 TOPIC = "faults"
@@ -344,3 +346,58 @@ def test_an_index_entry_on_a_full_filesystem_is_refused_not_a_sigbus(small_disk:
     )
     assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr}"
     assert result.stdout.split() == ["refused", str(errno.ENOSPC)]
+
+
+CLOSER = r"""
+import os
+import sys
+from pathlib import Path
+from samsa.records import RecordBatchBuilder
+from samsa.storage import LogConfig, load_log
+
+directory, filler = Path(sys.argv[1]), sys.argv[2]
+config = LogConfig.from_props({"index.interval.bytes": 100})
+log = load_log(directory, config, clean_shutdown=True)
+timestamp = 1_700_000_000_000
+# Fill the time index's first page, then leave the last batch's timestamp unindexed:
+# closing must add it as the final entry, on the index's second page.
+while True:
+    timestamp += 1
+    builder = RecordBatchBuilder()
+    builder.append(b"x" * 20, timestamp=timestamp)
+    log.append_as_leader(bytearray(builder.build()))
+    segment = log.active_segment
+    unindexed = segment.max_timestamp > segment.time_index.last_entry[0]
+    if segment.time_index.entries * 12 > 4096 - 12 and unindexed:
+        break
+end = log.log_end_offset
+fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+try:
+    while True:
+        os.write(fd, bytes(4096))
+except OSError:
+    pass
+log.close()
+print("closed", end)
+"""
+
+
+def test_a_log_closes_on_a_full_filesystem_and_loses_nothing(small_disk: Path) -> None:
+    directory = small_disk / "t-0"
+    filler = small_disk / "fill"
+    result = subprocess.run(
+        [sys.executable, "-c", CLOSER, str(directory), str(filler)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, f"exit status {result.returncode}: {result.stderr}"
+    word, end = result.stdout.split()
+    assert word == "closed"
+    assert "without its final time index entry" in result.stderr
+    filler.unlink()
+    log = load_log(directory, LogConfig.from_props({}), clean_shutdown=True)
+    assert log.log_end_offset == int(end)
+    assert [r.offset for r in read_log(log)] == list(range(int(end)))
+    log.close()

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,6 +83,8 @@ from samsa.storage.segment import (
 )
 from samsa.storage.txn_index import AbortedTxn
 from samsa.storage.validator import AppendOrigin, validate_batch
+
+log = logging.getLogger(__name__)
 
 Clock = Callable[[], int]
 """Milliseconds since the epoch; tests inject their own."""
@@ -786,8 +789,15 @@ class Log:
         state.on_high_watermark_updated(self._hw.offset)
 
     def close(self) -> None:
-        """Snapshot producer state, close every segment (files of deleted ones are removed)."""
-        self.producer_state.write_snapshot(self._leo.offset)
+        """Snapshot producer state, close every segment (files of deleted ones are removed).
+
+        A snapshot that cannot be written (disk full) is logged and skipped: the
+        next start replays the batches after the newest older snapshot instead.
+        """
+        try:
+            self.producer_state.write_snapshot(self._leo.offset)
+        except OSError as exc:
+            log.warning("closing %s without a producer snapshot: %s", self.directory, exc)
         for segment in self._segments:
             segment.close()
         self.purge_deleted_segments(force=True)

@@ -24,6 +24,7 @@ from its one writer, except :meth:`flush`, which may run on a worker thread.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from collections.abc import Iterator
@@ -48,6 +49,8 @@ from samsa.records.reader import iter_records
 from samsa.storage.index import OffsetIndex, TimeIndex
 from samsa.storage.log_config import LogConfig
 from samsa.storage.txn_index import AbortedTxn, TransactionIndex
+
+log = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -596,14 +599,26 @@ class LogSegment:
             self._time_index.path = self._time_index_path
 
     def close(self) -> None:
-        """Record the final time index entry, trim and close the indexes, close the file."""
+        """Record the final time index entry, trim and close the indexes, close the file.
+
+        Every file is closed even on a full disk: a final time index entry or a
+        trim that fails is logged and skipped. The index then lacks the segment's
+        last max timestamp (retention by time sees the last indexed one) or ends
+        in zeros (loading counts entries, not bytes).
+        """
         if self.closed:
             return
-        if self.size:
-            self.on_become_inactive()
+        try:
+            if self.size:
+                self.on_become_inactive()
+        except OSError as exc:
+            log.warning("closing %s without its final time index entry: %s", self.log_path, exc)
         for index in (self._offset_index, self._time_index):
             if index is not None:
-                index.close()
+                try:
+                    index.close()
+                except OSError as exc:
+                    log.warning("closing %s untrimmed: %s", index.path, exc)
         self.txn_index.close()
         os.close(self._fd)
         self.closed = True
