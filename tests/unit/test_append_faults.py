@@ -25,9 +25,9 @@ from samsa.storage import Log, LogConfig, load_log
 SEGMENT_BYTES = 2048
 
 
-def _open(directory: Path, clock: ManualClock, *, clean: bool = True) -> Log:
+def _open(directory: Path, clock: ManualClock) -> Log:
     config = LogConfig.from_props({"segment.bytes": SEGMENT_BYTES, "index.interval.bytes": 1})
-    return load_log(directory, config, clock=clock, clean_shutdown=clean)
+    return load_log(directory, config, clock=clock, clean_shutdown=True)
 
 
 class AckedLog:
