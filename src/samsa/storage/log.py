@@ -16,7 +16,7 @@ can still send it. With ``cleanup.policy=compact`` alone, retention by time
 and size does not apply (the cleaner keeps the log small); ``compact,delete``
 applies both.
 
-Appends are all-or-nothing (Kafka issue-12 item 2). A roll opens every file
+Appends are all-or-nothing. A roll opens every file
 of the new segment, writes the producer snapshot and seals the old segment
 before the new one joins the log; any failure removes the new segment's files
 and leaves the old one active. The segment undoes a failed write or index
