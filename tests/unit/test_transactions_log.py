@@ -34,14 +34,17 @@ class Producer:
     def __init__(self, clock: ManualClock, producer_id: int, epoch: int = 0) -> None:
         self.clock, self.producer_id, self.epoch, self.sequence = clock, producer_id, epoch, 0
 
-    def batch(self, count: int = 2, *, transactional: bool = True, size: int = 8) -> bytearray:
+    def batch(
+        self, count: int = 2, *, transactional: bool = True, size: int = 8, keyed: bool = False
+    ) -> bytearray:
         builder = RecordBatchBuilder(
             producer_id=self.producer_id, producer_epoch=self.epoch,
             base_sequence=self.sequence, is_transactional=transactional,
         )  # fmt: skip
         for i in range(count):
-            builder.append(f"{self.producer_id}-{self.sequence + i}".encode().ljust(size, b"."),
-                           timestamp=self.clock())  # fmt: skip
+            value = f"{self.producer_id}-{self.sequence + i}".encode().ljust(size, b".")
+            # A compacted log refuses records without a key.
+            builder.append(value, key=value if keyed else None, timestamp=self.clock())
         self.sequence += count
         return bytearray(builder.build())
 
@@ -448,7 +451,7 @@ def test_cleaning_keeps_the_aborted_transactions_of_cleaned_segments(
         _send(log, make_batch([b"v" * 20], keys=[key], timestamp=clock()))
 
     put(b"k")  # 0
-    _send(log, producer.batch())  # 1-2
+    _send(log, producer.batch(keyed=True))  # 1-2
     _end(log, producer, commit=False)  # 3
     put(b"k")  # 4: makes offset 0 removable
     log.roll()
