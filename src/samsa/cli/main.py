@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import importlib.metadata
 import logging
 import signal
 import sys
@@ -73,10 +74,35 @@ def _admin_tool(module: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+class _PrintVersion(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+            help="print the version of samsa and exit",
+        )  # fmt: skip
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        try:
+            version = importlib.metadata.version("samsa")
+        except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+            from samsa import __version__ as version
+        print(f"samsa {version}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="samsa", description="A streaming platform that speaks the Kafka protocol."
     )
+    parser.add_argument("--version", action=_PrintVersion)
     parser.add_argument(
         "--log-level",
         help="DEBUG, INFO, WARNING or ERROR (default INFO for serve, WARNING for the tools)",
