@@ -7,9 +7,12 @@ encoder.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from samsa.coordinator.transaction.records import (
     TransactionLogValue,
@@ -198,3 +201,44 @@ def test_malformed_values_are_corrupt(data: bytes) -> None:
 def test_malformed_keys_are_corrupt(data: bytes) -> None:
     with pytest.raises(CorruptRecordError):
         decode_transaction_log_key(data)
+
+
+# The loader must survive any bytes: each decoder returns or raises CorruptRecordError.
+@given(st.binary(max_size=64))
+def test_any_bytes_decode_as_a_key_or_are_corrupt(data: bytes) -> None:
+    with contextlib.suppress(CorruptRecordError):
+        decode_transaction_log_key(data)
+
+
+@given(st.binary(max_size=96))
+def test_any_bytes_decode_as_a_value_or_are_corrupt(data: bytes) -> None:
+    with contextlib.suppress(CorruptRecordError):
+        decode_transaction_log_value(data)
+
+
+@given(st.sampled_from([0, 1]), st.binary(max_size=96))
+def test_random_bytes_after_a_known_value_version_decode_or_are_corrupt(
+    version: int, body: bytes
+) -> None:
+    with contextlib.suppress(CorruptRecordError):
+        decode_transaction_log_value(i16(version) + body)
+
+
+@given(st.sampled_from([0, 1]), st.integers(min_value=0), st.binary(min_size=1, max_size=4))
+def test_any_mangled_value_decodes_or_is_corrupt(
+    version: int, position: int, replacement: bytes
+) -> None:
+    raw = encode_transaction_log_value(ONGOING_VALUE, version)
+    position %= len(raw)
+    hostile = raw[:position] + replacement + raw[position + len(replacement) :]
+    with contextlib.suppress(CorruptRecordError):
+        decode_transaction_log_value(hostile)
+
+
+@given(st.integers(min_value=0), st.binary(min_size=1, max_size=4))
+def test_any_mangled_key_decodes_or_is_corrupt(position: int, replacement: bytes) -> None:
+    raw = encode_transaction_log_key("tränsaction-1")
+    position %= len(raw)
+    hostile = raw[:position] + replacement + raw[position + len(replacement) :]
+    with contextlib.suppress(CorruptRecordError):
+        decode_transaction_log_key(hostile)

@@ -7,7 +7,10 @@ and end each struct with tagged fields.
 
 Key version 1 (OffsetCommitKey): ``group:string topic:string partition:int32``.
 Value version 3 (OffsetCommitValue): ``offset:int64 leader_epoch:int32
-metadata:string commit_timestamp:int64``.
+metadata:string commit_timestamp:int64``; versions 0–4 are read (1 adds
+``expire_timestamp:int64`` at the end, 3 the leader epoch, 4 is flexible).
+Every decoder raises ``CorruptRecordError`` — and nothing else — on bytes that
+are not a whole record of a known version, so a loader can skip them.
 
 Key version 2 (GroupMetadataKey): ``group:string``. GroupMetadataValue, versions 0–4
 (4 is the only flexible one)::
@@ -38,6 +41,8 @@ from samsa.protocol.wire import (
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_MAX_VERSION = 4
+_FIRST_FLEXIBLE_OFFSET_COMMIT_VERSION = 4
 GROUP_METADATA_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_MAX_VERSION = 4
 _FIRST_FLEXIBLE_GROUP_METADATA_VERSION = 4
@@ -90,18 +95,6 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...]
 
 
-def _read_string(data: bytes, position: int) -> tuple[str, int]:
-    if position + 2 > len(data):
-        raise CorruptRecordError("offsets record string length is truncated")
-    (length,) = _I16.unpack_from(data, position)
-    position += 2
-    if length < 0:
-        return "", position
-    if position + length > len(data):
-        raise CorruptRecordError("offsets record string is truncated")
-    return data[position : position + length].decode(), position + length
-
-
 def encode_offset_key(key: OffsetKey) -> bytes:
     return (
         _I16.pack(OFFSET_COMMIT_KEY_VERSION)
@@ -126,31 +119,39 @@ def key_version(data: bytes) -> int:
 
 
 def decode_offset_key(data: bytes) -> OffsetKey:
-    version = key_version(data)
+    """Decode key versions 0 and 1 (the same layout); anything else is corrupt."""
+    reader = WireReader(data, "offset commit key")
+    version = reader.read_int16()
     if version not in (0, OFFSET_COMMIT_KEY_VERSION):
         raise CorruptRecordError(f"key version {version} is not an offset commit key")
-    group, position = _read_string(data, 2)
-    topic, position = _read_string(data, position)
-    if position + 4 > len(data):
-        raise CorruptRecordError("offset commit key partition is truncated")
-    return OffsetKey(group, topic, int(_I32.unpack_from(data, position)[0]))
+    group = reader.read_string()
+    topic = reader.read_string()
+    partition = reader.read_int32()
+    reader.expect_end()
+    return OffsetKey(group, topic, partition)
 
 
 def decode_offset_value(data: bytes) -> OffsetValue:
-    """Decode value versions 0–3 (v1 carries an expire timestamp, v3 a leader epoch)."""
-    if len(data) < 10:
-        raise CorruptRecordError("offset commit value is truncated")
-    version = int(_I16.unpack_from(data)[0])
-    offset = int(struct.unpack_from(">q", data, 2)[0])
-    position = 10
-    leader_epoch = -1
-    if version >= 3:
-        leader_epoch = int(_I32.unpack_from(data, position)[0])
-        position += 4
-    metadata, position = _read_string(data, position)
-    if position + 8 > len(data):
-        raise CorruptRecordError("offset commit value timestamp is truncated")
-    timestamp = int(struct.unpack_from(">q", data, position)[0])
+    """Decode value versions 0–4; an unknown version or bytes after the value are corrupt.
+
+    Version 1 adds an expire timestamp after the commit timestamp (ignored: retention
+    is the broker's), 3 a leader epoch, 4 makes the value flexible. A null metadata
+    string, which Kafka never writes, reads as empty.
+    """
+    reader = WireReader(data, "offset commit value")
+    version = reader.read_int16()
+    if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX_VERSION:
+        raise CorruptRecordError(f"offset commit value version {version} is unknown")
+    reader.flexible = version >= _FIRST_FLEXIBLE_OFFSET_COMMIT_VERSION
+    offset = reader.read_int64()
+    leader_epoch = reader.read_int32() if version >= 3 else -1
+    metadata = reader.read_nullable_string() or ""
+    timestamp = reader.read_int64()
+    if version == 1:
+        reader.read_int64()  # expire timestamp
+    if reader.flexible:
+        reader.skip_tagged_fields()
+    reader.expect_end()
     return OffsetValue(offset, leader_epoch, metadata, timestamp)
 
 
