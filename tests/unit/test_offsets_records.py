@@ -70,7 +70,9 @@ def test_truncated_records_are_corrupt() -> None:
 
 
 def test_a_group_name_that_is_not_utf8_is_a_corrupt_key() -> None:
-    raw = struct.pack(">hh", 1, 2) + b"\xff\xfe" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+    raw = (
+        struct.pack(">hh", 1, 2) + b"\xff\xfe" + struct.pack(">h", 1) + b"t" + struct.pack(">i", 0)
+    )
     with pytest.raises(CorruptRecordError):
         decode_offset_key(raw)
 

@@ -51,28 +51,21 @@ from samsa.coordinator.group.group import (
     Member,
     SyncResult,
 )
+from samsa.coordinator.group.loader import load_groups
 from samsa.coordinator.group.records import (
-    GROUP_METADATA_KEY_VERSION,
     GroupMetadataValue,
     MemberMetadata,
     OffsetKey,
     OffsetValue,
-    decode_group_metadata_key,
-    decode_group_metadata_value,
-    decode_offset_key,
-    decode_offset_value,
     encode_group_metadata_key,
     encode_group_metadata_value,
     encode_offset_key,
     encode_offset_value,
-    key_version,
     partition_for,
 )
-from samsa.coordinator.replay import log_batches
-from samsa.errors import CorruptRecordError, KafkaError
+from samsa.errors import CorruptRecordError
 from samsa.protocol.consumer_protocol import parse_subscription
-from samsa.records import RecordBatchBuilder, iter_records
-from samsa.records.control import parse_end_transaction_marker
+from samsa.records import RecordBatchBuilder
 from samsa.storage import Log
 from samsa.types import TopicPartition
 
@@ -157,68 +150,22 @@ class GroupCoordinator:
 
     # -- lifecycle -------------------------------------------------------------------
     def load(self, logs: Iterable[Log]) -> None:
-        """Rebuild groups and offsets from the offsets topic (latest record per key wins)."""
-        metadata: dict[str, GroupMetadataValue | None] = {}
-        for partition_log in logs:
-            # Transactional offset commits wait for their producer's marker in this partition.
-            pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
-            for entry in _entries(partition_log):
-                if isinstance(entry, _Marker):
-                    records = pending.pop(entry.producer_id, [])
-                    for key, value in records if entry.commit else []:
-                        self._load_record(key, value, metadata)
-                    continue
-                if entry.producer_id is not None:
-                    pending.setdefault(entry.producer_id, []).append((entry.key, entry.value))
-                    continue
-                self._load_record(entry.key, entry.value, metadata)
-            for producer_id, records in pending.items():
-                # Still open at start-up: the transaction coordinator will end it.
-                for key, value in records:
-                    self._load_pending(producer_id, key, value)
-        for group_id, stored in metadata.items():
-            if stored is not None:
-                self._groups[group_id] = self._restore(group_id, stored)
-        for group_id, offsets in list(self._offsets.items()):
-            if not offsets:
-                del self._offsets[group_id]
-            elif group_id not in self._groups:
+        """Rebuild groups and offsets from the offsets topic (:mod:`.loader`); never raises."""
+        loaded = load_groups(logs)
+        self._offsets = loaded.offsets
+        self._pending_txn = loaded.pending
+        for group_id, stored in loaded.metadata.items():
+            self._groups[group_id] = self._restore(group_id, stored)
+        for group_id in self._offsets:
+            if group_id not in self._groups:
                 self._groups[group_id] = Group(group_id, state_timestamp=-1)
-        if self._groups:
+        if self._groups or loaded.skipped:
             log.info(
-                "loaded %d groups (%d with committed offsets)",
+                "loaded %d groups (%d with committed offsets); %d unreadable records skipped",
                 len(self._groups),
                 len(self._offsets),
+                loaded.skipped,
             )
-
-    def _load_record(
-        self, key: bytes, value: bytes | None, metadata: dict[str, GroupMetadataValue | None]
-    ) -> None:
-        try:
-            if key_version(key) == GROUP_METADATA_KEY_VERSION:
-                group_id = decode_group_metadata_key(key)
-                metadata[group_id] = None if value is None else decode_group_metadata_value(value)
-                return
-            offset_key = decode_offset_key(key)
-            tp = TopicPartition(offset_key.topic, offset_key.partition)
-            if value is None:
-                self._offsets.get(offset_key.group, {}).pop(tp, None)
-            else:
-                self._offsets.setdefault(offset_key.group, {})[tp] = decode_offset_value(value)
-        except KafkaError as exc:
-            # One unreadable record must not hide every other group's state.
-            log.warning("skipping an unreadable %s record: %s", OFFSETS_TOPIC, exc)
-
-    def _load_pending(self, producer_id: int, key: bytes, value: bytes | None) -> None:
-        try:
-            offset_key = decode_offset_key(key)
-            if value is not None:
-                tp = TopicPartition(offset_key.topic, offset_key.partition)
-                self._pending_txn.setdefault(producer_id, {}).setdefault(offset_key.group, {})[
-                    tp
-                ] = decode_offset_value(value)
-        except KafkaError as exc:
-            log.warning("skipping an unreadable transactional %s record: %s", OFFSETS_TOPIC, exc)
 
     def _restore(self, group_id: str, value: GroupMetadataValue) -> Group:
         group = Group(
@@ -997,33 +944,3 @@ class GroupCoordinator:
             timestamp=self._clock(),
         )
         await self._append(self.partition_of(group.group_id), builder.build())
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    key: bytes
-    value: bytes | None
-    producer_id: int | None  # set for records of a transactional batch
-
-
-@dataclass(frozen=True, slots=True)
-class _Marker:
-    producer_id: int
-    commit: bool
-
-
-def _entries(partition_log: Log) -> Iterable[_Entry | _Marker]:
-    """Every keyed record and transaction marker of a log, from its start to its end."""
-    for batch in log_batches(partition_log):
-        if batch.is_control:
-            for record in iter_records(batch):
-                try:
-                    marker = parse_end_transaction_marker(record)
-                except CorruptRecordError:
-                    continue  # another kind of control record
-                yield _Marker(batch.producer_id, marker.committed)
-        else:
-            producer = batch.producer_id if batch.is_transactional else None
-            for record in iter_records(batch):
-                if record.key is not None:
-                    yield _Entry(record.key, record.value, producer)

@@ -48,7 +48,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from samsa.coordinator.group.records import partition_for
-from samsa.coordinator.replay import log_batches
+from samsa.coordinator.replay import (
+    DecodeErrors,
+    UnreadableRecords,
+    batch_records,
+    partition_batches,
+)
 from samsa.coordinator.transaction.records import (
     decode_transaction_log_key,
     decode_transaction_log_value,
@@ -91,7 +96,7 @@ from samsa.coordinator.transaction.state import (
     epoch_exhausted,
 )
 from samsa.errors import KafkaError
-from samsa.records import RecordBatchBuilder, iter_records
+from samsa.records import Record, RecordBatchBuilder
 from samsa.storage import Log
 from samsa.types import TopicPartition
 
@@ -197,22 +202,27 @@ class TransactionCoordinator:
 
     # -- lifecycle -------------------------------------------------------------------
     def load(self, logs: Iterable[Log]) -> None:
-        """Rebuild every transactional id from ``__transaction_state`` (latest record wins)."""
+        """Rebuild every transactional id from ``__transaction_state`` (latest record wins).
+
+        Never raises on the bytes the topic holds: a record that cannot be decoded
+        is skipped and reported with its offset (one unreadable record must not hide
+        every other transactional id, nor stop the broker from starting).
+        """
         for partition_log in logs:
-            for key, value in _key_values(partition_log):
+            skipped = UnreadableRecords(partition_log.directory.name)
+            for record in _keyed_records(partition_log, skipped):
+                assert record.key is not None
                 try:
-                    transactional_id = decode_transaction_log_key(key)
-                    if value is None:
+                    transactional_id = decode_transaction_log_key(record.key)
+                    if record.value is None:
                         self._txns.pop(transactional_id, None)
                         continue
                     self._txns[transactional_id] = TransactionMetadata.from_log_value(
-                        transactional_id, decode_transaction_log_value(value)
+                        transactional_id, decode_transaction_log_value(record.value)
                     )
-                except KafkaError as exc:
-                    # One unreadable record must not hide every other transactional id.
-                    log.warning(
-                        "skipping an unreadable %s record: %s", TRANSACTION_STATE_TOPIC, exc
-                    )
+                except DecodeErrors as exc:
+                    skipped.skip(record.offset, exc)
+            skipped.summary()
         if self._txns:
             unfinished = sum(1 for t in self._txns.values() if t.state in PREPARING)
             log.info(
@@ -679,11 +689,11 @@ class TransactionCoordinator:
             txn.pending_state = None
 
 
-def _key_values(partition_log: Log) -> Iterator[tuple[bytes, bytes | None]]:
-    """Every keyed record of a log from its start to its end, in offset order."""
-    for batch in log_batches(partition_log):
+def _keyed_records(partition_log: Log, skipped: UnreadableRecords) -> Iterator[Record]:
+    """Every keyed data record of a log from its start to its end, in offset order."""
+    for batch in partition_batches(partition_log, skipped):
         if batch.is_control:
             continue
-        for record in iter_records(batch):
+        for record in batch_records(batch, skipped):
             if record.key is not None:
-                yield record.key, record.value
+                yield record
