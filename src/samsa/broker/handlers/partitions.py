@@ -4,8 +4,10 @@ Single node: new partitions are led by this broker, so a manual assignment may
 name only this broker, one replica per partition (the replication factor of
 every topic here). One request may add at most 10 000 partitions
 (POLICY_VIOLATION otherwise, as Kafka caps CreateTopics, KAFKA-17870).
-DeleteRecords completes at once — there are no followers whose low watermark
-to wait for — so ``timeout`` is not used; offset -1 means the high watermark.
+Both refuse internal topics (INVALID_TOPIC_EXCEPTION, see
+:mod:`samsa.broker.internal_topics`). DeleteRecords completes at once — there
+are no followers whose low watermark to wait for — so ``timeout`` is not used;
+offset -1 means the high watermark.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import error_fields, respond
+from samsa.broker.internal_topics import refuse_client_change
 from samsa.cluster.local import TopicInfo
 from samsa.errors import KafkaError, for_code
 from samsa.protocol.codec import RequestHeader
@@ -29,7 +32,6 @@ HIGH_WATERMARK = -1
 """DeleteRecords offset meaning "everything below the high watermark"."""
 
 UnknownTopicOrPartitionError = for_code(3)
-InvalidTopicError = for_code(17)
 InvalidPartitionsError = for_code(37)
 InvalidReplicaAssignmentError = for_code(39)
 InvalidRequestError = for_code(42)
@@ -76,6 +78,7 @@ def _grow_one(broker: Broker, topic: Any, validate_only: bool, over_limit: bool)
         info = broker.metadata.get(name)
         if info is None:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        refuse_client_change(broker.metadata, name, "add partitions to")
         if topic.count == info.partitions:
             raise InvalidPartitionsError(f"Topic already has {info.partitions} partition(s).")
         if topic.count < info.partitions:
@@ -95,9 +98,7 @@ def _grow_one(broker: Broker, topic: Any, validate_only: bool, over_limit: bool)
 
 def _delete_before(broker: Broker, tp: TopicPartition, offset: int) -> int:
     """Move ``tp``'s log start offset to ``offset`` (-1: the high watermark); the new start."""
-    info = broker.metadata.get(tp.topic)
-    if info is not None and info.is_internal:
-        raise InvalidTopicError(f"Cannot delete records of internal topic {tp.topic}")
+    refuse_client_change(broker.metadata, tp.topic, "delete records of")
     partition_log = broker.replica_manager.partition(tp).log
     if not partition_log.config.delete:
         raise PolicyViolationError(

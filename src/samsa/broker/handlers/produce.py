@@ -9,6 +9,8 @@ closes the connection so the client notices.
 Idempotent and transactional batches go through the partition's producer
 state (:mod:`samsa.storage.producer_state`): retries are deduplicated, and
 epoch, sequence and transaction-state errors are answered per partition.
+Clients may not append to internal topics (INVALID_TOPIC_EXCEPTION per
+partition, :mod:`samsa.broker.internal_topics`): only the coordinators write them.
 Deviation: Kafka 4 verifies with the transaction coordinator that a
 transactional batch's partition was added to its transaction (KIP-890) and
 refuses it otherwise; samsa does not verify, and accepts transactional batches
@@ -20,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import error_fields, respond
+from samsa.broker.internal_topics import refuse_client_change
 from samsa.errors import InvalidRecordError, KafkaError, for_code
 from samsa.protocol.codec import RequestHeader
 from samsa.records.batch import iter_batches
@@ -64,6 +67,7 @@ def register(broker: Broker) -> None:
                         raise UnknownTopicIdError(f"no topic has id {topic.topic_id}")
                     if acks not in (0, 1, -1):
                         raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
+                    refuse_client_change(broker.metadata, name, "append to")
                     tp = TopicPartition(name, data.index)
                     appended = await broker.replica_manager.append(
                         tp, bytearray(_one_batch(data.records)), required_acks=acks

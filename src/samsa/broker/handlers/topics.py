@@ -3,6 +3,8 @@
 Single node: a replication factor above 1 is INVALID_REPLICATION_FACTOR;
 manual replica assignments may name only this broker. Topic configs are
 checked against Kafka's topic-level names (INVALID_CONFIG otherwise).
+Internal topics cannot be deleted (INVALID_TOPIC_EXCEPTION, a deviation: see
+:mod:`samsa.broker.internal_topics`).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import error_fields, respond
+from samsa.broker.internal_topics import refuse_client_change
 from samsa.errors import ConfigError, KafkaError, for_code
 from samsa.protocol.codec import RequestHeader
 from samsa.storage.log_config import TOPIC_CONFIG
@@ -110,6 +113,7 @@ def register(broker: Broker) -> None:
                     if found is None:
                         raise for_code(100)(f"no topic has id {topic_id}")
                     name = found.name
+                refuse_client_change(broker.metadata, name or "", "delete")
                 info = broker.metadata.delete_topic(name or "")
                 broker.replica_manager.remove_topic(info.name)
                 results.append({"name": info.name, "topic_id": info.topic_id, "error_code": 0})
