@@ -3,12 +3,15 @@
 Single node: a replication factor above 1 is INVALID_REPLICATION_FACTOR;
 manual replica assignments may name only this broker. Topic configs are
 checked against Kafka's topic-level names (INVALID_CONFIG otherwise).
+Deleting a topic removes every group's committed offsets of its partitions, as
+Kafka's group coordinator does (``onPartitionsDeleted``: offset tombstones).
 Internal topics cannot be deleted (INVALID_TOPIC_EXCEPTION, a deviation: see
 :mod:`samsa.broker.internal_topics`).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import error_fields, respond
@@ -16,9 +19,12 @@ from samsa.broker.internal_topics import refuse_client_change
 from samsa.errors import ConfigError, KafkaError, for_code
 from samsa.protocol.codec import RequestHeader
 from samsa.storage.log_config import TOPIC_CONFIG
+from samsa.types import TopicPartition
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
+
+log = logging.getLogger(__name__)
 
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
@@ -104,6 +110,7 @@ def register(broker: Broker) -> None:
         else:
             wanted = [(name, None) for name in body.topic_names]
         results = []
+        deleted: list[TopicPartition] = []
         for name, topic_id in wanted:
             try:
                 if not broker.config["delete.topic.enable"]:
@@ -116,9 +123,13 @@ def register(broker: Broker) -> None:
                 refuse_client_change(broker.metadata, name or "", "delete")
                 info = broker.metadata.delete_topic(name or "")
                 broker.replica_manager.remove_topic(info.name)
+                deleted += [TopicPartition(info.name, i) for i in range(info.partitions)]
+                log.info("topic %s (%s) deleted", info.name, info.topic_id)
                 results.append({"name": info.name, "topic_id": info.topic_id, "error_code": 0})
             except KafkaError as exc:
                 results.append({"name": name, "topic_id": topic_id, **error_fields(exc)})
+        if deleted:
+            await broker.group_coordinator.on_partitions_deleted(deleted)
         return respond(header, {"throttle_time": 0, "responses": results})
 
     broker.registry.add(CREATE_TOPICS, 2, 7, create_topics)

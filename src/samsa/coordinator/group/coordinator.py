@@ -697,6 +697,57 @@ class GroupCoordinator:
             self._groups[group] = Group(group, state_timestamp=now)
         self._offsets.setdefault(group, {}).update(offsets)
 
+    async def on_partitions_deleted(self, partitions: Iterable[TopicPartition]) -> int:
+        """Remove every group's offsets of deleted partitions, as Kafka's onPartitionsDeleted.
+
+        Committed offsets and those open transactions hold are dropped from the cache
+        at once and tombstoned in each group's offsets partition, so a topic created
+        again under the name starts without them, after a restart too. A failed
+        tombstone append is logged and the rest go on: the topic is gone whatever
+        happens here. Returns the number of committed offsets removed.
+        """
+        deleted = set(partitions)
+        keys: dict[str, set[TopicPartition]] = {}
+        for group_id, stored in list(self._offsets.items()):
+            gone = deleted.intersection(stored)
+            for tp in gone:
+                del stored[tp]
+            if gone:
+                keys.setdefault(group_id, set()).update(gone)
+            if not stored:
+                del self._offsets[group_id]
+        removed = sum(len(tps) for tps in keys.values())
+        for by_group in self._pending_txn.values():
+            for group_id, held in by_group.items():
+                gone = deleted.intersection(held)
+                for tp in gone:
+                    del held[tp]
+                keys.setdefault(group_id, set()).update(gone)
+        by_partition: dict[TopicPartition, list[OffsetKey]] = {}
+        for group_id, tps in keys.items():
+            by_partition.setdefault(self.partition_of(group_id), []).extend(
+                OffsetKey(group_id, tp.topic, tp.partition) for tp in sorted(tps)
+            )
+        now = self._clock()
+        for offsets_tp, offset_keys in sorted(by_partition.items()):
+            if not offset_keys:
+                continue
+            builder = RecordBatchBuilder()
+            for key in offset_keys:
+                builder.append(None, key=encode_offset_key(key), timestamp=now)
+            try:
+                await self._append(offsets_tp, builder.build())
+            except Exception as exc:
+                # Safe to go on: the cache no longer holds them and the topic is gone;
+                # the error says which offsets a restart would bring back.
+                log.error(
+                    "writing %d tombstones for offsets of deleted partitions to %s failed: %s",
+                    len(offset_keys), offsets_tp, exc,
+                )  # fmt: skip
+        if removed:
+            log.info("removed %d committed offsets of deleted partitions", removed)
+        return removed
+
     def committed(
         self, group: str, partitions: Iterable[TopicPartition] | None = None
     ) -> dict[TopicPartition, OffsetValue | None]:

@@ -1,0 +1,147 @@
+"""Committed offsets and deleted topics; offset commits whose append fails.
+
+Deleting a topic removes every group's committed offsets of it, as Kafka's group
+coordinator does, so a topic created again under the name is read from its start.
+A commit the offsets topic cannot take is answered per partition with Kafka's
+error, never with a closed connection. Real broker processes, real clients.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.rawclient import exchange
+
+from samsa.testing import BrokerProcess, start_broker
+
+QUIET = {"log_level": 3}
+OFFSET_INVALID = -1001  # librdkafka's "no committed offset"
+OFFSET_COMMIT = 8
+COORDINATOR_NOT_AVAILABLE = 15
+
+
+def _create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
+
+
+def _delete_topic(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    admin.delete_topics([topic], operation_timeout=10)[topic].result(10)
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, **QUIET})
+    for value in values:
+        producer.produce(topic, value, partition=0)
+    assert producer.flush(10) == 0
+
+
+def _consumer(bootstrap: str, group: str) -> Consumer:
+    return Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+        "auto.offset.reset": "earliest", **QUIET,
+    })  # fmt: skip
+
+
+def _commit(bootstrap: str, group: str, offsets: list[TopicPartition]) -> None:
+    consumer = _consumer(bootstrap, group)
+    try:
+        consumer.commit(offsets=offsets, asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _committed(bootstrap: str, group: str, wanted: list[TopicPartition]) -> list[int]:
+    consumer = _consumer(bootstrap, group)
+    try:
+        return [tp.offset for tp in consumer.committed(wanted, timeout=10)]
+    finally:
+        consumer.close()
+
+
+def _topic_with_commits(bootstrap: str) -> None:
+    """``orders`` (2 partitions) and ``keep``, with commits of groups billing and audit."""
+    _create_topic(bootstrap, "orders", 2)
+    _create_topic(bootstrap, "keep")
+    _commit(bootstrap, "billing", [TopicPartition("orders", 0, 10), TopicPartition("orders", 1, 4),
+                                   TopicPartition("keep", 0, 3)])  # fmt: skip
+    _commit(bootstrap, "audit", [TopicPartition("orders", 0, 7)])
+
+
+ORDERS_AND_KEEP = [TopicPartition("orders", 0), TopicPartition("orders", 1),
+                   TopicPartition("keep", 0)]  # fmt: skip
+
+
+def test_deleting_a_topic_removes_every_groups_committed_offsets_of_it(
+    samsa_broker: BrokerProcess,
+) -> None:
+    bootstrap = samsa_broker.bootstrap
+    _topic_with_commits(bootstrap)
+    _delete_topic(bootstrap, "orders")
+    _create_topic(bootstrap, "orders", 2)
+    assert _committed(bootstrap, "billing", ORDERS_AND_KEEP) == [OFFSET_INVALID] * 2 + [3]
+    assert _committed(bootstrap, "audit", ORDERS_AND_KEEP[:1]) == [OFFSET_INVALID]
+
+
+def test_offsets_of_a_deleted_topic_stay_gone_after_a_restart(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path / "data")
+    try:
+        _topic_with_commits(broker.bootstrap)
+        _delete_topic(broker.bootstrap, "orders")
+        broker.restart()
+        _create_topic(broker.bootstrap, "orders", 2)
+        expected = [OFFSET_INVALID] * 2 + [3]
+        assert _committed(broker.bootstrap, "billing", ORDERS_AND_KEEP) == expected
+        assert _committed(broker.bootstrap, "audit", ORDERS_AND_KEEP[:1]) == [OFFSET_INVALID]
+    finally:
+        broker.stop()
+
+
+def test_a_group_consumer_reads_a_recreated_topic_from_its_start(
+    samsa_broker: BrokerProcess,
+) -> None:
+    bootstrap = samsa_broker.bootstrap
+    _create_topic(bootstrap, "events")
+    _produce(bootstrap, "events", [b"old-0", b"old-1"])
+    _commit(bootstrap, "readers", [TopicPartition("events", 0, 2)])
+    _delete_topic(bootstrap, "events")
+    _create_topic(bootstrap, "events")
+    new = [b"new-%d" % i for i in range(4)]
+    _produce(bootstrap, "events", new)
+    consumer = _consumer(bootstrap, "readers")
+    try:
+        consumer.subscribe(["events"])
+        read: list[bytes | None] = []
+        deadline = time.monotonic() + 30
+        while len(read) < len(new) and time.monotonic() < deadline:
+            read += [m.value() for m in consumer.consume(len(new), 1) if m.error() is None]
+        assert read == new  # from offset 0, not from the old topic's committed 2
+    finally:
+        consumer.close()
+
+
+def test_an_offset_commit_the_offsets_topic_cannot_take_is_answered_per_partition(
+    tmp_path: Path,
+) -> None:
+    # min.insync.replicas=2 on a single broker: every acks=all append, the coordinator's
+    # too, fails with NOT_ENOUGH_REPLICAS — which a commit answers as Kafka does.
+    broker = start_broker(tmp_path / "data", ["min.insync.replicas=2"])
+    try:
+        _create_topic(broker.bootstrap, "orders", 2)
+        response = exchange(broker.bootstrap, OFFSET_COMMIT, 8, {
+            "group_id": "billing", "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None,
+            "topics": [{"name": "orders", "partitions": [
+                {"partition_index": i, "committed_offset": 5, "committed_leader_epoch": -1,
+                 "committed_metadata": ""} for i in (0, 1)]}],
+        })  # fmt: skip
+        [topic] = response.topics
+        codes = [p.error_code.value for p in topic.partitions]
+        assert codes == [COORDINATOR_NOT_AVAILABLE, COORDINATOR_NOT_AVAILABLE]
+        assert _committed(broker.bootstrap, "billing", ORDERS_AND_KEEP[:2]) == [OFFSET_INVALID] * 2
+    finally:
+        broker.stop()
