@@ -7,14 +7,20 @@ first FindCoordinator for a group, as Kafka creates it. The decisions live in
 translates requests and responses of every served version. FindCoordinator for
 a transactional id (key type 1) also answers this broker, after creating
 ``__transaction_state`` (see :mod:`samsa.broker.handlers.transactions`).
+An OffsetCommit the offsets topic cannot take is answered per partition with the
+error Kafka 4's coordinator answers for the failed append (NOT_ENOUGH_REPLICAS →
+COORDINATOR_NOT_AVAILABLE, KAFKA_STORAGE_ERROR → NOT_COORDINATOR, …; see
+:mod:`samsa.coordinator.errors`), never with a closed connection.
 """
 
 from __future__ import annotations
 
+import logging
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import respond
+from samsa.coordinator.errors import UNKNOWN_SERVER_ERROR, write_error_code
 from samsa.coordinator.group.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIGS,
@@ -35,6 +41,8 @@ from samsa.types import TopicPartition
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
+
+log = logging.getLogger(__name__)
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
@@ -183,6 +191,7 @@ def register(broker: Broker) -> None:
             group_error = coordinator.validate_commit(group, generation, member, instance)
         now = broker.log_manager.clock()
         accepted: dict[TopicPartition, OffsetValue] = {}
+        written: list[dict[str, Any]] = []  # the response entries of ``accepted``
         topics = []
         for topic in body.topics:
             name = getattr(topic, "name", None)
@@ -201,12 +210,23 @@ def register(broker: Broker) -> None:
                 if not code:
                     epoch = getattr(p, "committed_leader_epoch", -1)
                     accepted[tp] = OffsetValue(p.committed_offset, epoch, metadata, now)
-                partitions.append({"partition_index": p.partition_index, "error_code": code})
+                entry = {"partition_index": p.partition_index, "error_code": code}
+                partitions.append(entry)
+                if not code:
+                    written.append(entry)
             topics.append({"name": name or "", "topic_id": getattr(topic, "topic_id", None),
                            "partitions": partitions})  # fmt: skip
         if accepted:
             ensure_offsets_topic(broker)
-            await coordinator.commit(group, accepted)
+            try:
+                await coordinator.commit(group, accepted)
+            except Exception as exc:
+                # Answered per partition, as Kafka does; the cache changes only after a write.
+                failed = write_error_code(exc)
+                if failed == UNKNOWN_SERVER_ERROR:
+                    log.error("group %s: storing offsets failed", group, exc_info=exc)
+                for entry in written:
+                    entry["error_code"] = failed
         return respond(header, {"throttle_time": 0, "topics": topics})
 
     def fetch_group(group: str, topics: Any, require_stable: bool) -> dict[str, Any]:

@@ -24,52 +24,43 @@ Versions and deviations:
 * TxnOffsetCommit checks the producer against the transaction coordinator's state
   (its epoch, and an ongoing transaction holding the group's offsets partition)
   rather than against the offsets partition's producer state and verification;
-  the error codes are the ones Kafka answers for each case.
+  the error codes are the ones Kafka answers for each case. When the offsets
+  topic cannot take the commit, each partition gets the error Kafka 4's
+  coordinator answers for the failed append (:mod:`samsa.coordinator.errors`).
 """
 
 from __future__ import annotations
 
 import datetime
+import logging
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import respond
 from samsa.broker.handlers.groups import ensure_offsets_topic
+from samsa.coordinator.errors import UNKNOWN_SERVER_ERROR, write_error_code
 from samsa.coordinator.group.records import OffsetValue
 from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
 from samsa.coordinator.transaction.state import (
-    COORDINATOR_NOT_AVAILABLE,
     INVALID_PRODUCER_EPOCH,
     INVALID_TXN_STATE,
     NONE,
-    NOT_COORDINATOR,
     OPERATION_NOT_ATTEMPTED,
     PRODUCER_FENCED,
     TRANSACTION_ABORTABLE,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from samsa.errors import KafkaError
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
+log = logging.getLogger(__name__)
+
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 INVALID_GROUP_ID = 24
 OFFSET_METADATA_TOO_LARGE = 12
-INVALID_COMMIT_OFFSET_SIZE = 28
-# Offsets-partition append errors as Kafka's group coordinator answers them.
-_COMMIT_ERRORS = {
-    UNKNOWN_TOPIC_OR_PARTITION: COORDINATOR_NOT_AVAILABLE,
-    19: COORDINATOR_NOT_AVAILABLE,  # NOT_ENOUGH_REPLICAS
-    20: COORDINATOR_NOT_AVAILABLE,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    7: COORDINATOR_NOT_AVAILABLE,  # REQUEST_TIMED_OUT
-    6: NOT_COORDINATOR,  # NOT_LEADER_OR_FOLLOWER
-    56: NOT_COORDINATOR,  # KAFKA_STORAGE_ERROR
-    10: INVALID_COMMIT_OFFSET_SIZE,  # MESSAGE_TOO_LARGE
-    18: INVALID_COMMIT_OFFSET_SIZE,  # RECORD_LIST_TOO_LARGE
-}
 TRANSACTION_STATE_CONFIGS_FIXED = {"cleanup.policy": "compact"}
 
 
@@ -225,8 +216,12 @@ def register(broker: Broker) -> None:
                 await groups.commit_transactional(
                     body.group_id, body.producer_id, body.producer_epoch, accepted
                 )
-            except KafkaError as exc:
-                failed = _COMMIT_ERRORS.get(exc.code, exc.code)
+            except Exception as exc:
+                # Answered per partition, as Kafka does; the cache changes only after a write.
+                failed = write_error_code(exc)
+                if failed == UNKNOWN_SERVER_ERROR:
+                    log.error("group %s: storing transactional offsets failed", body.group_id,
+                              exc_info=exc)  # fmt: skip
                 codes.update(dict.fromkeys(accepted, failed))
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, code in codes.items():
