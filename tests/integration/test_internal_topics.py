@@ -160,9 +160,11 @@ def test_deleting_records_of_the_offsets_topic_is_refused(samsa_broker: BrokerPr
     _create_topic(samsa_broker.bootstrap, "truncate-me")
     _commit(samsa_broker.bootstrap, "truncator", "truncate-me", 1)
     tp = SamsaTopicPartition(OFFSETS_TOPIC, partition_for("truncator", OFFSETS_PARTITIONS))
-    with Admin({"bootstrap.servers": samsa_broker.bootstrap}) as admin:
-        with pytest.raises(for_code(INVALID_TOPIC_EXCEPTION)):
-            admin.delete_records({tp: -1})
+    with (
+        Admin({"bootstrap.servers": samsa_broker.bootstrap}) as admin,
+        pytest.raises(for_code(INVALID_TOPIC_EXCEPTION)),
+    ):
+        admin.delete_records({tp: -1})
     assert _committed(samsa_broker.bootstrap, "truncator", "truncate-me") == 1
 
 
