@@ -8,6 +8,7 @@ error, never with a closed connection. Real broker processes, real clients.
 
 from __future__ import annotations
 
+import struct
 import time
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from samsa.testing import BrokerProcess, start_broker
 
 QUIET = {"log_level": 3}
 OFFSET_INVALID = -1001  # librdkafka's "no committed offset"
-OFFSET_COMMIT = 8
+OFFSET_COMMIT, JOIN_GROUP, LEAVE_GROUP, DESCRIBE_GROUPS, DELETE_GROUPS = 8, 11, 13, 15, 42
 COORDINATOR_NOT_AVAILABLE = 15
+# Every acks=all append fails on a single broker, the coordinators' too.
+NO_APPEND = ["min.insync.replicas=2", "group.initial.rebalance.delay.ms=0"]
 
 
 def _create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
@@ -127,9 +130,8 @@ def test_a_group_consumer_reads_a_recreated_topic_from_its_start(
 def test_an_offset_commit_the_offsets_topic_cannot_take_is_answered_per_partition(
     tmp_path: Path,
 ) -> None:
-    # min.insync.replicas=2 on a single broker: every acks=all append, the coordinator's
-    # too, fails with NOT_ENOUGH_REPLICAS — which a commit answers as Kafka does.
-    broker = start_broker(tmp_path / "data", ["min.insync.replicas=2"])
+    # NOT_ENOUGH_REPLICAS from the offsets partition, answered as Kafka answers it.
+    broker = start_broker(tmp_path / "data", NO_APPEND)
     try:
         _create_topic(broker.bootstrap, "orders", 2)
         response = exchange(broker.bootstrap, OFFSET_COMMIT, 8, {
@@ -143,5 +145,34 @@ def test_an_offset_commit_the_offsets_topic_cannot_take_is_answered_per_partitio
         codes = [p.error_code.value for p in topic.partitions]
         assert codes == [COORDINATOR_NOT_AVAILABLE, COORDINATOR_NOT_AVAILABLE]
         assert _committed(broker.bootstrap, "billing", ORDERS_AND_KEEP[:2]) == [OFFSET_INVALID] * 2
+    finally:
+        broker.stop()
+
+
+def _empty_group(bootstrap: str, group: str) -> None:
+    """A group whose only member joined (JoinGroup v3: no member id round) and left."""
+    subscription = struct.pack(">hih", 0, 1, 6) + b"orders" + struct.pack(">i", -1)
+    joined = exchange(bootstrap, JOIN_GROUP, 3, {
+        "group_id": group, "session_timeout": 10_000, "rebalance_timeout": 10_000,
+        "member_id": "", "protocol_type": "consumer",
+        "protocols": [{"name": "range", "metadata": subscription}],
+    })  # fmt: skip
+    assert joined.error_code.value == 0
+    left = exchange(bootstrap, LEAVE_GROUP, 2, {"group_id": group, "member_id": joined.member_id})
+    assert left.error_code.value == 0
+
+
+def test_a_group_deletion_the_offsets_topic_cannot_take_is_answered_per_group(
+    tmp_path: Path,
+) -> None:
+    broker = start_broker(tmp_path / "data", NO_APPEND)
+    try:
+        _empty_group(broker.bootstrap, "billing")
+        response = exchange(broker.bootstrap, DELETE_GROUPS, 2, {"groups_names": ["billing"]})
+        assert [(r.group_id, r.error_code.value) for r in response.results] == [
+            ("billing", COORDINATOR_NOT_AVAILABLE)
+        ]
+        described = exchange(broker.bootstrap, DESCRIBE_GROUPS, 5, {"groups": ["billing"]})
+        assert described.groups[0].group_state == "Empty"  # not deleted
     finally:
         broker.stop()

@@ -1,4 +1,5 @@
-"""The group coordinator forgets the offsets of deleted partitions, as Kafka's onPartitionsDeleted.
+"""Offsets of deleted partitions are forgotten (Kafka's onPartitionsDeleted); failed deletions
+change nothing and answer an error.
 
 Driven through the coordinator with real logs for ``__consumer_offsets`` (the
 harness of ``test_group_coordinator``); reloads replay what was written.
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from tests.unit.test_group_coordinator import Harness, _write_marker, run
 
+from samsa.coordinator.errors import UNKNOWN_SERVER_ERROR
 from samsa.coordinator.group.records import OffsetValue
 from samsa.types import TopicPartition
 
@@ -52,5 +54,32 @@ def test_a_failed_tombstone_write_still_forgets_the_offsets(tmp_path: Path) -> N
         h.fail_appends = True
         assert await c.on_partitions_deleted([DELETED]) == 1  # logged, not raised
         assert c.committed("billing") == {}
+
+    run(scenario, tmp_path)
+
+
+def test_an_offset_deletion_whose_write_fails_answers_an_error_and_keeps_the_offsets(
+    tmp_path: Path,
+) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        await c.commit("billing", {KEPT: OffsetValue(3, -1, "", 0)})
+        h.fail_appends = True
+        assert await c.delete_offsets("billing", [KEPT]) == (UNKNOWN_SERVER_ERROR, {})
+        assert c.committed("billing") == {KEPT: OffsetValue(3, -1, "", 0)}
+
+    run(scenario, tmp_path)
+
+
+def test_a_group_deletion_whose_write_fails_answers_an_error_and_keeps_the_group(
+    tmp_path: Path,
+) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        await c.commit("billing", {KEPT: OffsetValue(3, -1, "", 0)})
+        h.fail_appends = True
+        assert await c.delete_groups(["billing"]) == {"billing": UNKNOWN_SERVER_ERROR}
+        assert "billing" in c.groups()
+        assert c.committed("billing") == {KEPT: OffsetValue(3, -1, "", 0)}
 
     run(scenario, tmp_path)

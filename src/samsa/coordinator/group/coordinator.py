@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from samsa.coordinator.errors import write_error_code
 from samsa.coordinator.group.group import (
     COORDINATOR_NOT_AVAILABLE,
     FENCED_INSTANCE_ID,
@@ -825,7 +826,12 @@ class GroupCoordinator:
             codes[tp] = NONE
             if tp in stored:
                 deletable.append(tp)
-        await self._write_tombstones(group_id, deletable, group_record=False)
+        try:
+            await self._write_tombstones(group_id, deletable, group_record=False)
+        except Exception as exc:
+            # The offsets stay: nothing changes before a successful write.
+            log.warning("group %s: writing offset deletions failed: %s", group_id, exc)
+            return write_error_code(exc), {}
         return NONE, codes
 
     def _subscribed_topics(self, group: Group) -> set[str]:
@@ -951,7 +957,13 @@ class GroupCoordinator:
                 results[group_id] = NON_EMPTY_GROUP
             else:
                 partitions = list(self._offsets.get(group_id, {}))
-                await self._write_tombstones(group_id, partitions, group_record=True)
+                try:
+                    await self._write_tombstones(group_id, partitions, group_record=True)
+                except Exception as exc:
+                    # The group stays as it was: nothing changes before a successful write.
+                    results[group_id] = write_error_code(exc)
+                    log.warning("group %s: writing its deletion failed: %s", group_id, exc)
+                    continue
                 self._transition(group, GroupState.DEAD)
                 group.cancel_timers()
                 self._groups.pop(group_id, None)
