@@ -7,6 +7,7 @@ Admin, raw requests) and, where the damage would show only then, restarts it.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,7 @@ from samsa.types import TopicPartition as SamsaTopicPartition
 QUIET = {"log_level": 3}
 INVALID_TOPIC_EXCEPTION = 17
 OFFSETS_PARTITIONS = 50  # offsets.topic.num.partitions
-PRODUCE = 0
+PRODUCE, METADATA = 0, 3
 
 
 def _create_topic(bootstrap: str, topic: str) -> None:
@@ -65,35 +66,35 @@ def _forged_commit(group: str, topic: str, offset: int) -> tuple[bytes, bytes]:
 
 
 @pytest.fixture
-def broker_with_a_commit(tmp_path: Path) -> BrokerProcess:
-    """A broker on which group ``billing`` committed offset 5 of ``orders-0``."""
+def broker_with_a_commit(tmp_path: Path) -> Iterator[BrokerProcess]:
+    """A broker of its own on which group ``billing`` committed offset 5 of ``orders-0``."""
     broker = start_broker(tmp_path / "data")
-    _create_topic(broker.bootstrap, "orders")
-    _commit(broker.bootstrap, "billing", "orders", 5)
-    return broker
+    try:
+        _create_topic(broker.bootstrap, "orders")
+        _commit(broker.bootstrap, "billing", "orders", 5)
+        yield broker
+    finally:
+        broker.stop()
 
 
 def test_a_forged_commit_produced_to_the_offsets_topic_is_refused_and_changes_nothing(
     broker_with_a_commit: BrokerProcess,
 ) -> None:
     broker = broker_with_a_commit
-    try:
-        key, value = _forged_commit("billing", "orders", 999)
-        errors: list[KafkaError] = []
-        producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0, **QUIET})
-        producer.produce(
-            OFFSETS_TOPIC,
-            value,
-            key,
-            partition=partition_for("billing", OFFSETS_PARTITIONS),
-            on_delivery=lambda err, _msg: errors.append(err),
-        )
-        assert producer.flush(20) == 0
-        assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
-        broker.restart()  # the loader would have replayed an appended record
-        assert _committed(broker.bootstrap, "billing", "orders") == 5
-    finally:
-        broker.stop()
+    key, value = _forged_commit("billing", "orders", 999)
+    errors: list[KafkaError] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "retries": 0, **QUIET})
+    producer.produce(
+        OFFSETS_TOPIC,
+        value,
+        key,
+        partition=partition_for("billing", OFFSETS_PARTITIONS),
+        on_delivery=lambda err, _msg: errors.append(err),
+    )
+    assert producer.flush(20) == 0
+    assert [e.code() for e in errors] == [KafkaError.TOPIC_EXCEPTION]
+    broker.restart()  # the loader would have replayed an appended record
+    assert _committed(broker.bootstrap, "billing", "orders") == 5
 
 
 def test_a_raw_produce_to_the_transaction_log_is_refused_per_partition(
@@ -118,16 +119,13 @@ def test_deleting_the_offsets_topic_is_refused_and_offsets_survive_a_restart(
     broker_with_a_commit: BrokerProcess,
 ) -> None:
     broker = broker_with_a_commit
-    try:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
-        future = admin.delete_topics([OFFSETS_TOPIC], operation_timeout=10)[OFFSETS_TOPIC]
-        with pytest.raises(KafkaException) as refused:
-            future.result(10)
-        assert refused.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
-        broker.restart()
-        assert _committed(broker.bootstrap, "billing", "orders") == 5
-    finally:
-        broker.stop()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+    future = admin.delete_topics([OFFSETS_TOPIC], operation_timeout=10)[OFFSETS_TOPIC]
+    with pytest.raises(KafkaException) as refused:
+        future.result(10)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_EXCEPTION
+    broker.restart()
+    assert _committed(broker.bootstrap, "billing", "orders") == 5
 
 
 def test_deleting_the_transaction_log_is_refused(samsa_broker: BrokerProcess) -> None:
@@ -168,6 +166,24 @@ def test_deleting_records_of_the_offsets_topic_is_refused(samsa_broker: BrokerPr
     assert _committed(samsa_broker.bootstrap, "truncator", "truncate-me") == 1
 
 
+def test_a_metadata_request_creates_the_offsets_topic_as_its_coordinator_does(
+    samsa_broker: BrokerProcess,
+) -> None:
+    bootstrap = samsa_broker.bootstrap
+    response = exchange(bootstrap, METADATA, 9, {
+        "topics": [{"name": OFFSETS_TOPIC}], "allow_auto_topic_creation": True,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    })  # fmt: skip
+    [topic] = response.topics
+    assert (topic.error_code.value, topic.is_internal) == (0, True)
+    assert len(topic.partitions) == OFFSETS_PARTITIONS
+    _create_topic(bootstrap, "orders")
+    _commit(bootstrap, "billing", "orders", 5)  # its offsets partition is not partition 0
+    assert partition_for("billing", OFFSETS_PARTITIONS) != 0
+    assert _committed(bootstrap, "billing", "orders") == 5
+
+
 def _non_utf8_group_commit() -> tuple[bytes, bytes]:
     """A commit record whose group name is not UTF-8 (Kafka's strings are)."""
     key = struct.pack(">hh", 1, 2) + b"\xff\xfe" + struct.pack(">h", 6) + b"orders"
@@ -190,13 +206,10 @@ def test_an_undecodable_offsets_record_is_skipped_and_logged_at_start_up(
     builder.append(value, key=key, timestamp=1)
     appended = offsets_log.append_as_leader(bytearray(builder.build()))
     offsets_log.close()
-    try:
-        broker.start()
-        assert _committed(broker.bootstrap, "billing", "orders") == 42
-        log_text = broker.log_path.read_text(errors="replace")
-        assert (
-            f"skipping an unreadable record of {OFFSETS_TOPIC}-{partition} "
-            f"at offset {appended.first_offset}"
-        ) in log_text
-    finally:
-        broker.stop()
+    broker.start()
+    assert _committed(broker.bootstrap, "billing", "orders") == 42
+    log_text = broker.log_path.read_text(errors="replace")
+    assert (
+        f"skipping an unreadable record of {OFFSETS_TOPIC}-{partition} "
+        f"at offset {appended.first_offset}"
+    ) in log_text

@@ -4,7 +4,8 @@ Topics named in a request that do not exist are created when both the request
 (``allow_auto_topic_creation``, implied before v4) and the broker
 (``auto.create.topics.enable``) allow it; creation is synchronous, so the
 answer already lists the new partitions (Kafka answers LEADER_NOT_AVAILABLE
-first and makes the client retry).
+first and makes the client retry). ``__consumer_offsets`` and
+``__transaction_state`` are created as their coordinators create them.
 
 There is no authorizer: asked for authorized operations (v8+), a topic answers
 every operation Kafka defines on a topic and the cluster (v8–v10) every one it
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from samsa.broker.authorized_operations import cluster_operations, topic_operations
 from samsa.broker.handlers import respond
 from samsa.cluster.local import TopicInfo, validate_topic_name
+from samsa.coordinator.group.coordinator import OFFSETS_TOPIC
+from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
 from samsa.errors import KafkaError
 from samsa.protocol.codec import RequestHeader
 
@@ -52,7 +55,22 @@ def topic_entry(broker: Broker, info: TopicInfo, operations: int) -> dict[str, A
 
 
 def auto_create(broker: Broker, name: str) -> TopicInfo:
-    """Create ``name`` with the broker's defaults (``num.partitions``)."""
+    """Create ``name`` with the broker's defaults (``num.partitions``).
+
+    An internal topic is created as its coordinator creates it — its partition count,
+    its configs, marked internal — as Kafka's ``AutoTopicCreationManager`` does: one
+    partition of ``__consumer_offsets`` would leave most groups without a coordinator.
+    """
+    from samsa.broker.handlers.groups import ensure_offsets_topic
+    from samsa.broker.handlers.transactions import ensure_transaction_topic
+
+    if name == OFFSETS_TOPIC:
+        ensure_offsets_topic(broker)
+    elif name == TRANSACTION_STATE_TOPIC:
+        ensure_transaction_topic(broker)
+    created = broker.metadata.get(name)
+    if created is not None:
+        return created
     info = broker.metadata.create_topic(name, broker.config["num.partitions"])
     broker.replica_manager.ensure_partitions(info)
     return info
