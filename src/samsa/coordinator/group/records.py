@@ -95,6 +95,21 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...]
 
 
+def open_versioned(
+    data: bytes, what: str, max_version: int, first_flexible: int
+) -> tuple[WireReader, int]:
+    """A reader past the int16 version of a coordinator value, flexible from ``first_flexible``.
+
+    A version outside 0..``max_version`` is corrupt.
+    """
+    reader = WireReader(data, what)
+    version = reader.read_int16()
+    if not 0 <= version <= max_version:
+        raise CorruptRecordError(f"{what} version {version} is unknown")
+    reader.flexible = version >= first_flexible
+    return reader, version
+
+
 def encode_offset_key(key: OffsetKey) -> bytes:
     return (
         _I16.pack(OFFSET_COMMIT_KEY_VERSION)
@@ -138,11 +153,10 @@ def decode_offset_value(data: bytes) -> OffsetValue:
     is the broker's), 3 a leader epoch, 4 makes the value flexible. A null metadata
     string, which Kafka never writes, reads as empty.
     """
-    reader = WireReader(data, "offset commit value")
-    version = reader.read_int16()
-    if not 0 <= version <= OFFSET_COMMIT_VALUE_MAX_VERSION:
-        raise CorruptRecordError(f"offset commit value version {version} is unknown")
-    reader.flexible = version >= _FIRST_FLEXIBLE_OFFSET_COMMIT_VERSION
+    reader, version = open_versioned(
+        data, "offset commit value", OFFSET_COMMIT_VALUE_MAX_VERSION,
+        _FIRST_FLEXIBLE_OFFSET_COMMIT_VERSION,
+    )  # fmt: skip
     offset = reader.read_int64()
     leader_epoch = reader.read_int32() if version >= 3 else -1
     metadata = reader.read_nullable_string() or ""
@@ -234,11 +248,10 @@ def _read_member(reader: WireReader, version: int) -> MemberMetadata:
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     """Decode value versions 0–4; bytes after the value are corrupt, as is an unknown version."""
-    reader = WireReader(data, "group metadata value")
-    version = reader.read_int16()
-    if not 0 <= version <= GROUP_METADATA_VALUE_MAX_VERSION:
-        raise CorruptRecordError(f"group metadata value version {version} is unknown")
-    reader.flexible = version >= _FIRST_FLEXIBLE_GROUP_METADATA_VERSION
+    reader, version = open_versioned(
+        data, "group metadata value", GROUP_METADATA_VALUE_MAX_VERSION,
+        _FIRST_FLEXIBLE_GROUP_METADATA_VERSION,
+    )  # fmt: skip
     protocol_type = reader.read_string()
     generation = reader.read_int32()
     protocol = reader.read_nullable_string()
