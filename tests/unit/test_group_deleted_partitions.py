@@ -83,3 +83,18 @@ def test_a_group_deletion_whose_write_fails_answers_an_error_and_keeps_the_group
         assert c.committed("billing") == {KEPT: OffsetValue(3, -1, "", 0)}
 
     run(scenario, tmp_path)
+
+
+def test_an_offset_deletion_drops_what_an_open_transaction_holds_as_a_reload_does(
+    tmp_path: Path,
+) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        await c.commit("billing", {KEPT: OffsetValue(3, -1, "", 0)})
+        await c.commit_transactional("billing", 77, 0, {KEPT: OffsetValue(9, -1, "", 0)})
+        assert await c.delete_offsets("billing", [KEPT]) == (0, {KEPT: 0})
+        _write_marker(h, "billing", 77, commit=True)
+        for coordinator in (c, h.reload()):
+            assert coordinator.committed("billing") == {}
+
+    run(scenario, tmp_path)

@@ -860,6 +860,12 @@ class GroupCoordinator:
                 stored.pop(tp, None)
             if not stored:
                 del self._offsets[group_id]
+        for by_group in self._pending_txn.values():
+            # A tombstone also drops what open transactions hold for its key, as the
+            # loader replays it (and Kafka's OffsetMetadataManager.replay).
+            held = by_group.get(group_id, {})
+            for tp in partitions:
+                held.pop(tp, None)
 
     async def _expire_periodically(self) -> None:
         interval = self.config.retention_check_interval_ms / 1000
