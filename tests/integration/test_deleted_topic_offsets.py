@@ -19,6 +19,9 @@ from tests.rawclient import exchange
 from samsa.testing import BrokerProcess, start_broker
 
 QUIET = {"log_level": 3}
+# Names of their own: the session's shared broker serves every test module.
+ORDERS, KEEP, EVENTS = "deleted-orders", "deleted-keep", "deleted-events"
+BILLING, AUDIT, READERS = "deleted-billing", "deleted-audit", "deleted-readers"
 OFFSET_INVALID = -1001  # librdkafka's "no committed offset"
 OFFSET_COMMIT, JOIN_GROUP, LEAVE_GROUP, DESCRIBE_GROUPS, DELETE_GROUPS = 8, 11, 13, 15, 42
 COORDINATOR_NOT_AVAILABLE = 15
@@ -67,16 +70,16 @@ def _committed(bootstrap: str, group: str, wanted: list[TopicPartition]) -> list
 
 
 def _topic_with_commits(bootstrap: str) -> None:
-    """``orders`` (2 partitions) and ``keep``, with commits of groups billing and audit."""
-    _create_topic(bootstrap, "orders", 2)
-    _create_topic(bootstrap, "keep")
-    _commit(bootstrap, "billing", [TopicPartition("orders", 0, 10), TopicPartition("orders", 1, 4),
-                                   TopicPartition("keep", 0, 3)])  # fmt: skip
-    _commit(bootstrap, "audit", [TopicPartition("orders", 0, 7)])
+    """ORDERS (2 partitions) and KEEP, with commits of groups BILLING and AUDIT."""
+    _create_topic(bootstrap, ORDERS, 2)
+    _create_topic(bootstrap, KEEP)
+    _commit(bootstrap, BILLING, [TopicPartition(ORDERS, 0, 10), TopicPartition(ORDERS, 1, 4),
+                                   TopicPartition(KEEP, 0, 3)])  # fmt: skip
+    _commit(bootstrap, AUDIT, [TopicPartition(ORDERS, 0, 7)])
 
 
-ORDERS_AND_KEEP = [TopicPartition("orders", 0), TopicPartition("orders", 1),
-                   TopicPartition("keep", 0)]  # fmt: skip
+ORDERS_AND_KEEP = [TopicPartition(ORDERS, 0), TopicPartition(ORDERS, 1),
+                   TopicPartition(KEEP, 0)]  # fmt: skip
 
 
 def test_deleting_a_topic_removes_every_groups_committed_offsets_of_it(
@@ -84,22 +87,22 @@ def test_deleting_a_topic_removes_every_groups_committed_offsets_of_it(
 ) -> None:
     bootstrap = samsa_broker.bootstrap
     _topic_with_commits(bootstrap)
-    _delete_topic(bootstrap, "orders")
-    _create_topic(bootstrap, "orders", 2)
-    assert _committed(bootstrap, "billing", ORDERS_AND_KEEP) == [OFFSET_INVALID] * 2 + [3]
-    assert _committed(bootstrap, "audit", ORDERS_AND_KEEP[:1]) == [OFFSET_INVALID]
+    _delete_topic(bootstrap, ORDERS)
+    _create_topic(bootstrap, ORDERS, 2)
+    assert _committed(bootstrap, BILLING, ORDERS_AND_KEEP) == [OFFSET_INVALID] * 2 + [3]
+    assert _committed(bootstrap, AUDIT, ORDERS_AND_KEEP[:1]) == [OFFSET_INVALID]
 
 
 def test_offsets_of_a_deleted_topic_stay_gone_after_a_restart(tmp_path: Path) -> None:
     broker = start_broker(tmp_path / "data")
     try:
         _topic_with_commits(broker.bootstrap)
-        _delete_topic(broker.bootstrap, "orders")
+        _delete_topic(broker.bootstrap, ORDERS)
         broker.restart()
-        _create_topic(broker.bootstrap, "orders", 2)
+        _create_topic(broker.bootstrap, ORDERS, 2)
         expected = [OFFSET_INVALID] * 2 + [3]
-        assert _committed(broker.bootstrap, "billing", ORDERS_AND_KEEP) == expected
-        assert _committed(broker.bootstrap, "audit", ORDERS_AND_KEEP[:1]) == [OFFSET_INVALID]
+        assert _committed(broker.bootstrap, BILLING, ORDERS_AND_KEEP) == expected
+        assert _committed(broker.bootstrap, AUDIT, ORDERS_AND_KEEP[:1]) == [OFFSET_INVALID]
     finally:
         broker.stop()
 
@@ -108,16 +111,16 @@ def test_a_group_consumer_reads_a_recreated_topic_from_its_start(
     samsa_broker: BrokerProcess,
 ) -> None:
     bootstrap = samsa_broker.bootstrap
-    _create_topic(bootstrap, "events")
-    _produce(bootstrap, "events", [b"old-0", b"old-1"])
-    _commit(bootstrap, "readers", [TopicPartition("events", 0, 2)])
-    _delete_topic(bootstrap, "events")
-    _create_topic(bootstrap, "events")
+    _create_topic(bootstrap, EVENTS)
+    _produce(bootstrap, EVENTS, [b"old-0", b"old-1"])
+    _commit(bootstrap, READERS, [TopicPartition(EVENTS, 0, 2)])
+    _delete_topic(bootstrap, EVENTS)
+    _create_topic(bootstrap, EVENTS)
     new = [b"new-%d" % i for i in range(4)]
-    _produce(bootstrap, "events", new)
-    consumer = _consumer(bootstrap, "readers")
+    _produce(bootstrap, EVENTS, new)
+    consumer = _consumer(bootstrap, READERS)
     try:
-        consumer.subscribe(["events"])
+        consumer.subscribe([EVENTS])
         read: list[bytes | None] = []
         deadline = time.monotonic() + 30
         while len(read) < len(new) and time.monotonic() < deadline:
@@ -133,18 +136,18 @@ def test_an_offset_commit_the_offsets_topic_cannot_take_is_answered_per_partitio
     # NOT_ENOUGH_REPLICAS from the offsets partition, answered as Kafka answers it.
     broker = start_broker(tmp_path / "data", NO_APPEND)
     try:
-        _create_topic(broker.bootstrap, "orders", 2)
+        _create_topic(broker.bootstrap, ORDERS, 2)
         response = exchange(broker.bootstrap, OFFSET_COMMIT, 8, {
-            "group_id": "billing", "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_id": BILLING, "generation_id_or_member_epoch": -1, "member_id": "",
             "group_instance_id": None,
-            "topics": [{"name": "orders", "partitions": [
+            "topics": [{"name": ORDERS, "partitions": [
                 {"partition_index": i, "committed_offset": 5, "committed_leader_epoch": -1,
                  "committed_metadata": ""} for i in (0, 1)]}],
         })  # fmt: skip
         [topic] = response.topics
         codes = [p.error_code.value for p in topic.partitions]
         assert codes == [COORDINATOR_NOT_AVAILABLE, COORDINATOR_NOT_AVAILABLE]
-        assert _committed(broker.bootstrap, "billing", ORDERS_AND_KEEP[:2]) == [OFFSET_INVALID] * 2
+        assert _committed(broker.bootstrap, BILLING, ORDERS_AND_KEEP[:2]) == [OFFSET_INVALID] * 2
     finally:
         broker.stop()
 
@@ -167,12 +170,12 @@ def test_a_group_deletion_the_offsets_topic_cannot_take_is_answered_per_group(
 ) -> None:
     broker = start_broker(tmp_path / "data", NO_APPEND)
     try:
-        _empty_group(broker.bootstrap, "billing")
-        response = exchange(broker.bootstrap, DELETE_GROUPS, 2, {"groups_names": ["billing"]})
+        _empty_group(broker.bootstrap, BILLING)
+        response = exchange(broker.bootstrap, DELETE_GROUPS, 2, {"groups_names": [BILLING]})
         assert [(r.group_id, r.error_code.value) for r in response.results] == [
-            ("billing", COORDINATOR_NOT_AVAILABLE)
+            (BILLING, COORDINATOR_NOT_AVAILABLE)
         ]
-        described = exchange(broker.bootstrap, DESCRIBE_GROUPS, 5, {"groups": ["billing"]})
+        described = exchange(broker.bootstrap, DESCRIBE_GROUPS, 5, {"groups": [BILLING]})
         assert described.groups[0].group_state == "Empty"  # not deleted
     finally:
         broker.stop()

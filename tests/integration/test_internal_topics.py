@@ -167,21 +167,22 @@ def test_deleting_records_of_the_offsets_topic_is_refused(samsa_broker: BrokerPr
 
 
 def test_a_metadata_request_creates_the_offsets_topic_as_its_coordinator_does(
-    samsa_broker: BrokerProcess,
+    tmp_path: Path,
 ) -> None:
-    bootstrap = samsa_broker.bootstrap
-    response = exchange(bootstrap, METADATA, 9, {
-        "topics": [{"name": OFFSETS_TOPIC}], "allow_auto_topic_creation": True,
-        "include_cluster_authorized_operations": False,
-        "include_topic_authorized_operations": False,
-    })  # fmt: skip
-    [topic] = response.topics
-    assert (topic.error_code.value, topic.is_internal) == (0, True)
-    assert len(topic.partitions) == OFFSETS_PARTITIONS
-    _create_topic(bootstrap, "orders")
-    _commit(bootstrap, "billing", "orders", 5)  # its offsets partition is not partition 0
-    assert partition_for("billing", OFFSETS_PARTITIONS) != 0
-    assert _committed(bootstrap, "billing", "orders") == 5
+    with start_broker(tmp_path / "data") as broker:  # no __consumer_offsets yet
+        bootstrap = broker.bootstrap
+        response = exchange(bootstrap, METADATA, 9, {
+            "topics": [{"name": OFFSETS_TOPIC}], "allow_auto_topic_creation": True,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        })  # fmt: skip
+        [topic] = response.topics
+        assert (topic.error_code.value, topic.is_internal) == (0, True)
+        assert len(topic.partitions) == OFFSETS_PARTITIONS
+        _create_topic(bootstrap, "orders")
+        _commit(bootstrap, "billing", "orders", 5)  # its offsets partition is not partition 0
+        assert partition_for("billing", OFFSETS_PARTITIONS) != 0
+        assert _committed(bootstrap, "billing", "orders") == 5
 
 
 def _non_utf8_group_commit() -> tuple[bytes, bytes]:
