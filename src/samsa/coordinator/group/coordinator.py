@@ -739,11 +739,12 @@ class GroupCoordinator:
             try:
                 await self._append(offsets_tp, builder.build())
             except Exception as exc:
-                # Safe to go on: the cache no longer holds them and the topic is gone;
-                # the error says which offsets a restart would bring back.
+                # Safe to go on: the cache no longer holds them and the topic is gone; a
+                # restart would bring them back, so the error names the groups.
                 log.error(
-                    "writing %d tombstones for offsets of deleted partitions to %s failed: %s",
-                    len(offset_keys), offsets_tp, exc,
+                    "writing %d tombstones for offsets of deleted partitions to %s failed "
+                    "(groups %s): %s",
+                    len(offset_keys), offsets_tp, sorted({k.group for k in offset_keys}), exc,
                 )  # fmt: skip
         if removed:
             log.info("removed %d committed offsets of deleted partitions", removed)
