@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 
@@ -74,13 +75,14 @@ def test_batch_with_bad_crc_in_the_middle_truncates_it_and_all_after(
     assert [offset for offset, _ in _all_records(log)] == list(range(9))
 
 
-def test_corruption_in_an_earlier_segment_removes_the_later_segments(
+def test_corruption_in_an_earlier_segment_keeps_the_later_segments_aside(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     directory = tmp_path / "t-0"
     _write_log(directory, clock, batches=6, **{"segment.bytes": 200})
     logs = sorted(directory.glob("*.log"))
     assert len(logs) == 6
+    later = {p.name: p.read_bytes() for p in logs[3:]}
     data = bytearray(logs[2].read_bytes())
     data[-1] ^= 0xFF
     logs[2].write_bytes(data)
@@ -88,7 +90,57 @@ def test_corruption_in_an_earlier_segment_removes_the_later_segments(
     assert [s.base_offset for s in log.segments] == [0, 3, 6]
     assert log.log_end_offset == 6
     assert sorted(p.name for p in directory.glob("*.log")) == [p.name for p in logs[:3]]
+    for name, content in later.items():
+        assert (directory / f"{name}.corrupt").read_bytes() == content
     assert log.append_as_leader(make_batch([b"x"], timestamp=clock())).first_offset == 6
+
+
+def test_bytes_cut_from_a_segment_are_kept_beside_it(tmp_path: Path, clock: ManualClock) -> None:
+    directory = tmp_path / "t-0"
+    sizes = _write_log(directory, clock, batches=6)
+    path = directory / f"{0:020d}.log"
+    data = bytearray(path.read_bytes())
+    cut_at = sum(sizes[:2])
+    data[cut_at + 70] ^= 0xFF  # a record byte of the third batch
+    path.write_bytes(data)
+    log = _reopen(directory, clock)
+    assert log.log_end_offset == 6
+    kept = directory / f"{path.name}.cut-at-{cut_at}.corrupt"
+    assert kept.read_bytes() == bytes(data[cut_at:])
+
+
+def test_a_second_cut_at_the_same_place_keeps_both_copies(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    directory = tmp_path / "t-0"
+    sizes = _write_log(directory, clock, batches=3)
+    path = directory / f"{0:020d}.log"
+    for garbage in (b"first", b"second"):
+        with open(path, "ab") as f:
+            f.write(garbage * 20)
+        _reopen(directory, clock).close()
+    kept = sorted(p.read_bytes() for p in directory.glob("*.corrupt"))
+    assert kept == sorted([b"first" * 20, b"second" * 20])
+    assert path.stat().st_size == sum(sizes)
+
+
+def test_recovery_logs_the_partition_offsets_and_bytes_it_cut_at_error(
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = tmp_path / "t-0"
+    _write_log(directory, clock, batches=6, **{"segment.bytes": 200})
+    logs = sorted(directory.glob("*.log"))
+    data = bytearray(logs[2].read_bytes())
+    data[-1] ^= 0xFF
+    logs[2].write_bytes(data)
+    with caplog.at_level(logging.ERROR, logger="samsa.storage.log_loader"):
+        _reopen(directory, clock, **{"segment.bytes": 200})
+    (record,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    message = record.getMessage()
+    assert "partition t-0" in message
+    assert f"bytes 0-{len(data)} of {logs[2].name}" in message
+    assert f"segment {logs[3].name} (offsets 9-11) kept as {logs[3].name}.corrupt" in message
+    assert f"segment {logs[5].name} (offsets 15-17)" in message
 
 
 def test_recovery_starts_at_the_segment_holding_the_recovery_point(

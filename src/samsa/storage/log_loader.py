@@ -1,9 +1,17 @@
 """Opening a log directory: leftovers cleaned, segments loaded, crash recovery run.
 
 After an unclean shutdown every segment from the one holding the recovery
-point onwards is scanned batch by batch (:meth:`LogSegment.recover`): the first
-torn or CRC-failing batch and everything after it — in that segment and in all
-later ones — is removed, and the indexes are rebuilt from what remains. After
+point onwards is scanned batch by batch (:meth:`LogSegment.recover`): the log
+ends before the first torn or CRC-failing batch, and the indexes are rebuilt
+from what remains. Nothing is deleted on the way: the bytes cut from that
+segment are first copied beside it to ``<segment>.log.cut-at-<position>.corrupt``
+(fsynced before the cut), and every later segment's ``.log`` is renamed
+``<segment>.log.corrupt`` (its indexes, derived data, are removed). One ERROR
+line names the partition, the byte range and offsets cut and where they are
+kept; an operator can read the kept files with ``samsa dump-log`` (the first
+batch of a ``cut-at`` file is the damaged one) and produce what is wanted again.
+Kafka's LogLoader truncates the segment and deletes the later segments, with a
+WARN; a flipped byte in an old segment would then cost every record after it. After
 a clean shutdown only the active segment's indexes are sanity-checked. A
 segment whose index files are missing is always rebuilt. The ``.txnindex`` of
 every segment from the first recovered one on is rebuilt too, by replaying the
@@ -20,7 +28,9 @@ to its next offset — and takes its final name. ``.deleted`` files are removed.
 from __future__ import annotations
 
 import logging
+import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from samsa.storage.checkpoint import fsync_dir
@@ -44,6 +54,9 @@ log = logging.getLogger(__name__)
 _SEGMENT_FILE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(.*)$")
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX)
 _SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+CORRUPT_SUFFIX = ".corrupt"
+"""Bytes recovery cut from a log, kept for an operator (never loaded, never deleted)."""
+_COPY_CHUNK = 1 << 20
 
 
 def load_log(
@@ -81,16 +94,11 @@ def load_log(
         if must_recover and first_recovered is None:
             first_recovered = segment.base_offset
         if must_recover and segment.size:
-            truncated = segment.recover()
+            cut: list[tuple[int, int, Path]] = []
+            truncated = segment.recover(_keeper(segment.log_path, cut))
             if truncated:
-                log.warning(
-                    "truncated %d bytes of invalid or torn data from %s; "
-                    "removing the %d later segment(s)",
-                    truncated, segment.log_path, len(segments) - i - 1,
-                )  # fmt: skip
                 kept.append(segment)
-                for later in segments[i + 1 :]:
-                    later.delete_files()
+                _report_cut(directory, segment, cut, _move_aside(segments[i + 1 :]))
                 break
         kept.append(segment)
     loaded = Log(
@@ -161,14 +169,16 @@ def _complete_swap(directory: Path, config: LogConfig, now: int, base: int, logs
     does this) is dropped if the segment it would replace is still there.
     """
     swap = LogSegment(directory, base, config, created_ms=now, suffix=SWAP_SUFFIX)
-    truncated = swap.recover()
+    kept_at: list[tuple[int, int, Path]] = []
+    # Only needed when the old segments are gone; otherwise they still hold the records.
+    truncated = swap.recover(_keeper(swap.log_path, kept_at) if base not in logs else None)
     if truncated and base in logs:
         log.warning("dropping damaged cleaner output %s; keeping the segments", swap.log_path)
         swap.delete_files()
         return
     if truncated:
-        log.warning("cut %d damaged bytes from cleaner output %s, whose old segments are gone",
-                    truncated, swap.log_path)  # fmt: skip
+        log.error("cut %d damaged bytes from cleaner output %s, whose old segments are gone; "
+                  "they are kept in %s", truncated, swap.log_path, kept_at[0][2])  # fmt: skip
     covered_end = max(swap.read_next_offset(), base + 1)
     for old in sorted(b for b in logs if base <= b < covered_end):
         for suffix in _SEGMENT_SUFFIXES:
@@ -178,3 +188,82 @@ def _complete_swap(directory: Path, config: LogConfig, now: int, base: int, logs
     swap.close()
     logs.add(base)
     log.info("completed the swap of cleaned segment %s", swap.log_path)
+
+
+def _aside_path(path: Path, tag: str) -> Path:
+    """``<path><tag>.corrupt`` beside ``path``, numbered if an earlier one is there."""
+    candidate = path.with_name(f"{path.name}{tag}{CORRUPT_SUFFIX}")
+    number = 1
+    while candidate.exists():
+        candidate = path.with_name(f"{path.name}{tag}.{number}{CORRUPT_SUFFIX}")
+        number += 1
+    return candidate
+
+
+def _keeper(log_path: Path, into: list[tuple[int, int, Path]]) -> Callable[[int, int], None]:
+    """A ``before_cut`` for :meth:`LogSegment.recover` that keeps the bytes and notes where."""
+
+    def keep(start: int, end: int) -> None:
+        into.append((start, end, _keep_cut_bytes(log_path, start, end)))
+
+    return keep
+
+
+def _keep_cut_bytes(log_path: Path, start: int, end: int) -> Path:
+    """Copy bytes ``[start, end)`` of a segment file beside it, durably; return the copy."""
+    target = _aside_path(log_path, f".cut-at-{start}")
+    with open(log_path, "rb") as source, open(target, "xb") as copy:
+        source.seek(start)
+        remaining = end - start
+        while remaining > 0:
+            chunk = source.read(min(remaining, _COPY_CHUNK))
+            if not chunk:
+                break
+            copy.write(chunk)
+            remaining -= len(chunk)
+        copy.flush()
+        os.fsync(copy.fileno())
+    fsync_dir(log_path.parent)
+    return target
+
+
+def _move_aside(later: list[LogSegment]) -> list[tuple[LogSegment, int | None, Path]]:
+    """Rename each segment's ``.log`` to ``….corrupt``; drop its indexes (derived data).
+
+    Returns each segment with the offset after its last batch, when it can be
+    read, and the kept file.
+    """
+    moved: list[tuple[LogSegment, int | None, Path]] = []
+    for segment in later:
+        try:
+            end: int | None = segment.read_next_offset()
+        except Exception:  # only for the report: a damaged segment still moves aside
+            end = None
+        target = _aside_path(segment.log_path, "")
+        os.replace(segment.log_path, target)
+        segment.delete_files()  # the .log is gone already: this removes the indexes
+        moved.append((segment, end, target))
+    if later:
+        fsync_dir(later[0].directory)
+    return moved
+
+
+def _report_cut(
+    directory: Path,
+    segment: LogSegment,
+    cut: list[tuple[int, int, Path]],
+    moved: list[tuple[LogSegment, int | None, Path]],
+) -> None:
+    parts = [
+        f"bytes {start}-{end} of {segment.log_path.name} (offsets {segment.read_next_offset()} "
+        f"and after) kept in {kept.name}"
+        for start, end, kept in cut
+    ]
+    for later, end, kept in moved:
+        offsets = f"{later.base_offset}-{end - 1}" if end is not None else f"{later.base_offset}-?"
+        parts.append(f"segment {later.log_path.name} (offsets {offsets}) kept as {kept.name}")
+    log.error(
+        "partition %s: a damaged batch ends the log at offset %d; cut aside, not deleted: %s "
+        "(in %s)",
+        directory.name, segment.read_next_offset(), "; ".join(parts), directory,
+    )  # fmt: skip

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -448,11 +448,13 @@ class LogSegment:
         return None
 
     # -- recovery and truncation ---------------------------------------------
-    def recover(self) -> int:
+    def recover(self, before_cut: Callable[[int, int], None] | None = None) -> int:
         """Rebuild the indexes from the file; cut it at the first invalid batch.
 
         A batch is valid when it is whole, has magic 2, its CRC matches and its
-        offsets follow the previous batch's. Returns the bytes cut off. The
+        offsets follow the previous batch's. Returns the bytes cut off;
+        ``before_cut(start, end)`` is called with the byte range about to be
+        cut, while it is still in the file (to keep a copy). The
         ``.txnindex`` is rebuilt by the log, which has the producer state it
         needs (:meth:`~samsa.storage.log.Log.rebuild_producer_state`).
         """
@@ -473,6 +475,8 @@ class LogSegment:
             next_offset = batch.next_offset
         truncated = self.size - valid
         if truncated:
+            if before_cut is not None:
+                before_cut(valid, self.size)
             os.ftruncate(self._fd, valid)
             self.size = valid
         return truncated
