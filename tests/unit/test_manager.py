@@ -93,6 +93,74 @@ def test_checkpoint_files_round_trip_and_reject_garbage(tmp_path: Path) -> None:
         read_offset_checkpoint(path)
 
 
+def test_a_checkpoint_that_is_not_utf8_is_rejected_as_malformed(tmp_path: Path) -> None:
+    path = tmp_path / "cp"
+    path.write_bytes(b"0\n1\n\xff\xfe 0 3\n")
+    with pytest.raises(StorageError, match="malformed"):
+        read_offset_checkpoint(path)
+
+
+def test_a_damaged_recovery_point_checkpoint_recovers_every_log_despite_a_clean_marker(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    manager = LogManager([tmp_path], clock=clock)
+    manager.startup()
+    log = manager.get_or_create_log(TP)
+    for _ in range(3):
+        log.append_as_leader(make_batch([b"a"], timestamp=clock()))
+    manager.close()
+    segment = tmp_path / str(TP) / f"{0:020d}.log"
+    with open(segment, "ab") as f:
+        f.write(b"\x00" * 30)  # garbage only a recovery scan removes
+    (tmp_path / "recovery-point-offset-checkpoint").write_bytes(b"\xff\xfe")
+    again = LogManager([tmp_path], clock=clock)
+    again.startup()
+    assert not again.had_clean_shutdown[tmp_path.resolve()]
+    reloaded = again.get_log(TP)
+    assert reloaded is not None and reloaded.log_end_offset == 3
+    assert reloaded.append_as_leader(make_batch([b"b"], timestamp=clock())).first_offset == 3
+    again.close()
+
+
+def test_a_damaged_log_start_offset_checkpoint_starts_each_log_at_its_first_segment(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    manager = LogManager([tmp_path], clock=clock)
+    manager.startup()
+    log = manager.get_or_create_log(TP)
+    for _ in range(5):
+        log.append_as_leader(make_batch([b"a"], timestamp=clock()))
+    log.update_high_watermark(5)
+    log.delete_records_before(3)
+    manager.close()
+    (tmp_path / "log-start-offset-checkpoint").write_text("0\n7\norders 0\n")
+    again = LogManager([tmp_path], clock=clock)
+    again.startup()
+    reloaded = again.get_log(TP)
+    assert reloaded is not None
+    assert (reloaded.log_start_offset, reloaded.log_end_offset) == (0, 5)
+    again.close()
+
+
+def test_a_stray_log_is_renamed_aside_with_its_files_and_not_loaded_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    manager = LogManager([tmp_path], clock=clock)
+    manager.startup()
+    manager.get_or_create_log(TP).append_as_leader(make_batch([b"a"], timestamp=clock()))
+    stray = manager.move_aside_stray(TP)
+    manager.close()
+    assert (
+        stray is not None and stray.name.startswith("orders-0.") and stray.name.endswith("-stray")
+    )
+    assert (stray / f"{0:020d}.log").stat().st_size > 0
+    again = LogManager([tmp_path], clock=clock)
+    again.startup()
+    assert again.get_log(TP) is None
+    assert stray.exists()
+    again.close()
+
+
 def test_deleted_log_disappears_and_is_not_reloaded(tmp_path: Path, clock: ManualClock) -> None:
     async def scenario() -> None:
         manager = LogManager([tmp_path], clock=clock)

@@ -90,8 +90,8 @@ class ReplicaManager:
         known = set(self._partitions)
         for tp in list(self.log_manager.all_logs()):
             if tp not in known:
-                log.warning("deleting log %s: its topic is not in the topic table", tp)
-                self.log_manager.delete_log(tp)
+                # Never deleted: a lost or stale topic table must not cost the records.
+                self.log_manager.move_aside_stray(tp)
 
     def ensure_partitions(self, info: TopicInfo) -> None:
         config = self.topic_config(info.name)

@@ -1,8 +1,25 @@
 """Single-node metadata: topics, their ids, partition counts and config overrides.
 
-Kept in ``<first log dir>/samsa-topics.json``, rewritten atomically on every
+Kept in ``samsa-topics.json`` (the topic table), rewritten atomically on every
 change, and ``meta.properties`` (cluster id, node id) in every data directory,
 as Kafka keeps it. No other process is needed.
+
+The topic table lives in one data directory: the first of ``log.dirs`` when it
+is created, and wherever it is found afterwards, so the order of ``log.dirs``
+may change between runs. Found in two directories, start-up stops: which one
+is current cannot be told.
+
+A missing table while the data directories hold partition directories stops
+start-up with a message naming them. Rebuilding the table from the
+directories was considered and refused: topic ids could be recovered (Kafka
+keeps one in each partition's ``partition.metadata``), but configuration
+overrides cannot — a compacted topic brought back with the default
+``cleanup.policy=delete`` would lose its records to retention a week later —
+nor can the partitions that were never written. An operator restores the file
+(or adds the directory holding it back to ``log.dirs``) or moves the partition
+directories away. Partitions the table does not name, when there is a table,
+are moved aside (``-stray``, see :mod:`samsa.storage.manager`); nothing is
+deleted for lack of metadata.
 """
 
 from __future__ import annotations
@@ -17,6 +34,7 @@ from pathlib import Path
 
 from samsa.errors import ConfigError, StorageError, for_code
 from samsa.storage.checkpoint import write_atomically
+from samsa.storage.manager import DELETE_DIR_SUFFIX, parse_log_dir_name
 
 TOPICS_FILE = "samsa-topics.json"
 META_PROPERTIES = "meta.properties"
@@ -62,7 +80,7 @@ class LocalMetadataStore:
     def __init__(self, log_dirs: tuple[Path, ...], node_id: int, cluster_id: str = "") -> None:
         self.log_dirs = log_dirs
         self.node_id = node_id
-        self.path = log_dirs[0] / TOPICS_FILE
+        self.path = log_dirs[0] / TOPICS_FILE  # until load() finds where it is
         self._topics: dict[str, TopicInfo] = {}
         self.cluster_id = cluster_id
         self._next_producer_id = 0
@@ -75,12 +93,8 @@ class LocalMetadataStore:
             directory.mkdir(parents=True, exist_ok=True)
             meta = directory / META_PROPERTIES
             if meta.exists():
-                props = dict(
-                    line.split("=", 1)
-                    for line in meta.read_text().splitlines()
-                    if "=" in line and not line.startswith("#")
-                )
-                if int(props.get("node.id", self.node_id)) != self.node_id:
+                props = _read_properties(meta)
+                if _node_id(meta, props, self.node_id) != self.node_id:
                     raise ConfigError(
                         f"{meta} belongs to node {props.get('node.id')}, not {self.node_id}; "
                         "use that node.id or another log.dirs"
@@ -97,6 +111,7 @@ class LocalMetadataStore:
                 )
             self.cluster_id = existing
         self.cluster_id = self.cluster_id or new_cluster_id()
+        self.path = self._find_topic_table()
         for directory in self.log_dirs:
             meta = directory / META_PROPERTIES
             if not meta.exists():
@@ -104,7 +119,7 @@ class LocalMetadataStore:
                 write_atomically(meta, text.encode())
         if self.path.exists():
             try:
-                raw = json.loads(self.path.read_text())
+                raw = json.loads(self.path.read_bytes())
                 # Ids of the block in use when the broker stopped are never handed out again.
                 self._next_producer_id = int(raw.get("producer_id_block_end", 0))
                 self._producer_id_block_end = self._next_producer_id
@@ -119,6 +134,39 @@ class LocalMetadataStore:
                     self._topics[info.name] = info
             except (ValueError, KeyError, TypeError) as exc:
                 raise StorageError(f"{self.path} is malformed: {exc}") from exc
+
+    def _find_topic_table(self) -> Path:
+        """Where the topic table is, in whatever order ``log.dirs`` names the directories.
+
+        Raises if it is in more than one, or in none while partition directories exist.
+        """
+        tables = [d / TOPICS_FILE for d in self.log_dirs if (d / TOPICS_FILE).exists()]
+        if len(tables) > 1:
+            raise StorageError(
+                f"{TOPICS_FILE} (the topic table) is in more than one data directory: "
+                f"{', '.join(map(str, tables))}; keep the current one, move the others "
+                "away, and start again"
+            )
+        if tables:
+            return tables[0]
+        partitions = sorted(
+            f"{child.parent.name}/{child.name}" if len(self.log_dirs) > 1 else child.name
+            for directory in self.log_dirs
+            for child in directory.iterdir()
+            if child.is_dir()
+            and not child.name.endswith(DELETE_DIR_SUFFIX)
+            and parse_log_dir_name(child.name) is not None
+        )
+        if partitions:
+            shown = ", ".join(partitions[:5]) + (", …" if len(partitions) > 5 else "")
+            raise StorageError(
+                f"{TOPICS_FILE} (the topic table) is in none of log.dirs "
+                f"({', '.join(map(str, self.log_dirs))}), but they hold {len(partitions)} "
+                f"partition director{'y' if len(partitions) == 1 else 'ies'} ({shown}); "
+                "starting would leave them without topics. Restore the file (or add the data "
+                "directory that holds it to log.dirs) and start again; nothing was changed"
+            )
+        return self.log_dirs[0] / TOPICS_FILE
 
     def _save(self) -> None:
         data = {
@@ -208,3 +256,30 @@ class LocalMetadataStore:
         self._topics[name] = updated
         self._save()
         return updated
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    """``key=value`` lines of a properties file; a file that is not UTF-8 text raises."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise StorageError(
+            f"{path} is not UTF-8 text (byte {exc.start}); restore it from another data "
+            "directory of this broker or remove it"
+        ) from None
+    return dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#")
+    )
+
+
+def _node_id(path: Path, props: Mapping[str, str], default: int) -> int:
+    value = props.get("node.id")
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise StorageError(
+            f"{path} has node.id={value}, which is not a number; "
+            "write this broker's node.id there or remove the file"
+        ) from None

@@ -9,6 +9,9 @@ Text, one entry a line after a version and a count::
 
 Written atomically: a ``.tmp`` file is written and fsynced, renamed over the
 old one, and the directory fsynced, so a crash leaves the old or the new file.
+Reading a damaged file (bytes that are not UTF-8, a wrong count, a line that
+is not ``topic partition offset``) raises :class:`StorageError`; what a
+damaged file means is the caller's decision (see :mod:`samsa.storage.manager`).
 """
 
 from __future__ import annotations
@@ -56,11 +59,11 @@ def write_offset_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -
 def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
     """Entries of a checkpoint file; an absent file is empty; a malformed one raises."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return {}
-    lines = text.splitlines()
     try:
+        lines = raw.decode("utf-8").splitlines()
         if int(lines[0]) != CHECKPOINT_VERSION:
             raise StorageError(f"checkpoint {path} has unknown version {lines[0]}")
         count = int(lines[1])
@@ -72,5 +75,5 @@ def read_offset_checkpoint(path: Path) -> dict[TopicPartition, int]:
             topic, partition, offset = line.split(" ")
             result[TopicPartition(topic, int(partition))] = int(offset)
         return result
-    except (IndexError, ValueError) as exc:
+    except (IndexError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise StorageError(f"checkpoint {path} is malformed: {exc}") from exc

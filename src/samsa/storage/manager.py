@@ -7,6 +7,22 @@ offset of each compacted log) and, only while the broker is stopped cleanly,
 ``.kafka_cleanshutdown``. A ``.lock`` file held with ``flock`` keeps a second
 process off the directory.
 
+A damaged checkpoint never stops start-up and never loses data. Kafka's
+LogManager, on a recovery-point or log-start-offset checkpoint it cannot read,
+warns and goes on as if the file were absent (recovery point 0, log start at
+the first segment). We do the same, and more safely: a damaged recovery-point
+checkpoint makes the whole directory count as crashed, so every log in it is
+recovered from its first segment even if the clean-shutdown marker is there.
+A damaged log-start-offset checkpoint puts each log start back at its first
+segment (records below an old DeleteRecords point reappear: none is lost); a
+damaged cleaner checkpoint makes every compacted log dirty from its start.
+Each is logged at ERROR, naming the file.
+
+A log directory nothing accounts for (its topic is not in the topic table) is
+never deleted: :meth:`LogManager.move_aside_stray` renames it
+``<topic>-<partition>.<id>-stray``, Kafka's convention for stray logs, and it
+is never loaded again; an operator can rename it back.
+
 Background work runs as asyncio tasks on the owner's loop — retention every
 ``log.retention.check.interval.ms``, flushes by ``flush.ms`` every
 ``log.flush.scheduler.interval.ms``, checkpoints every minute, removal of
@@ -60,11 +76,21 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
 
 
 def _delete_segment_files(segments: list[LogSegment]) -> None:
     for segment in segments:
         segment.delete_files()
+
+
+def _read_checkpoint(path: Path, consequence: str) -> dict[TopicPartition, int] | None:
+    """A checkpoint's entries; None (logged at ERROR) if the file is damaged."""
+    try:
+        return read_offset_checkpoint(path)
+    except StorageError as exc:
+        log.error("%s; treating it as absent: %s", exc, consequence)
+        return None
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -142,10 +168,21 @@ class LogManager:
         marker = directory / CLEAN_SHUTDOWN_FILE
         fresh = not any(child.is_dir() for child in directory.iterdir())
         clean = marker.exists() or fresh
+        recovery_points = _read_checkpoint(
+            directory / RECOVERY_POINT_CHECKPOINT,
+            "every log in the directory is recovered from its first segment",
+        )
+        if recovery_points is None:
+            clean, recovery_points = False, {}
         self.had_clean_shutdown[directory] = clean
-        recovery_points = read_offset_checkpoint(directory / RECOVERY_POINT_CHECKPOINT)
-        start_offsets = read_offset_checkpoint(directory / LOG_START_OFFSET_CHECKPOINT)
-        cleaner_offsets = read_offset_checkpoint(directory / CLEANER_OFFSET_CHECKPOINT)
+        start_offsets = _read_checkpoint(
+            directory / LOG_START_OFFSET_CHECKPOINT,
+            "each log starts at its first segment",
+        )
+        cleaner_offsets = _read_checkpoint(
+            directory / CLEANER_OFFSET_CHECKPOINT,
+            "compacted logs are cleaned again from their start",
+        )
         for child in sorted(directory.iterdir()):
             if not child.is_dir():
                 continue
@@ -163,13 +200,13 @@ class LogManager:
             loaded = load_log(
                 child,
                 config,
-                log_start_offset=start_offsets.get(tp, 0),
+                log_start_offset=(start_offsets or {}).get(tp, 0),
                 recovery_point=recovery_points.get(tp, 0),
                 clean_shutdown=clean,
                 clock=self.clock,
             )
             self._register(tp, loaded, directory)
-            if tp in cleaner_offsets:
+            if cleaner_offsets and tp in cleaner_offsets:
                 self._cleaner_offsets[tp] = cleaner_offsets[tp]
         if marker.exists():
             # From here on a crash must be detected: the marker returns at clean shutdown.
@@ -242,6 +279,32 @@ class LogManager:
         self._delete_horizons.pop(tp, None)
         if self._cleaner_offsets.pop(tp, None) is not None:
             self._spawn(asyncio.to_thread(self._cleaner_checkpoint_writer(directory)))
+
+    def move_aside_stray(self, tp: TopicPartition) -> Path | None:
+        """Close a log nothing accounts for and rename its directory ``…-stray`` (kept, unloaded).
+
+        Returns the new path (None if there is no such log). Logged at ERROR: an
+        operator decides whether the records are wanted.
+        """
+        partition_log = self._logs.pop(tp, None)
+        directory = self._dir_of.pop(tp, None)
+        if partition_log is None or directory is None:
+            return None
+        start, end = partition_log.log_start_offset, partition_log.log_end_offset
+        partition_log.close()
+        stray = directory / f"{tp}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+        os.replace(partition_log.directory, stray)
+        fsync_dir(directory)
+        self._uncleanable.discard(tp)
+        self._delete_horizons.pop(tp, None)
+        self._cleaner_offsets.pop(tp, None)
+        log.error(
+            "log %s (offsets %d to %d) belongs to no topic in the topic table; "
+            "moved aside, not deleted, to %s: rename it back to %s to serve it again once "
+            "its topic exists, or remove it if its records are not wanted",
+            tp, start, end, stray, tp,
+        )  # fmt: skip
+        return stray
 
     # -- durability ---------------------------------------------------------------
     async def flush_log(self, partition_log: Log, up_to: int | None = None) -> None:
@@ -473,9 +536,17 @@ class LogManager:
         """Blocking shutdown: flush, checkpoint, close logs, write clean-shutdown markers."""
         if not self._started:
             return
-        for partition_log in self._logs.values():
-            partition_log.flush()
-        self.checkpoint()
+        try:
+            for partition_log in self._logs.values():
+                partition_log.flush()
+            self.checkpoint()
+        except OSError as exc:
+            # No clean-shutdown marker is written: the next start recovers the logs.
+            raise StorageError(
+                f"flushing the logs and writing the checkpoints at shutdown failed: {exc}; "
+                "the data directories are not marked clean, so the next start recovers "
+                "their logs"
+            ) from exc
         for partition_log in self._logs.values():
             partition_log.close()
         for directory in self.log_dirs:
