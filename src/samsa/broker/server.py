@@ -30,7 +30,7 @@ from samsa.coordinator.transaction.coordinator import (
     TransactionConfig,
     TransactionCoordinator,
 )
-from samsa.errors import SamsaError
+from samsa.errors import ConfigError, SamsaError
 from samsa.protocol.codec import (
     RequestDecodeError,
     decode_request,
@@ -113,6 +113,8 @@ class Broker:
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[Connection] = set()
         self._stopped = asyncio.Event()
+        self._ready = False
+        self.stopped_cleanly = False
 
     @property
     def advertised(self) -> Listener:
@@ -124,6 +126,8 @@ class Broker:
 
     async def start(self) -> None:
         started = time.monotonic()
+        # Listen before anything is created on disk: a port in use stops start-up first.
+        await self._bind()
         await asyncio.to_thread(self.metadata.load)
         await asyncio.to_thread(self.dynamic_config.load)
         reconfigure(self, self.dynamic_config.current)
@@ -142,15 +146,9 @@ class Broker:
         self.txn_coordinator.load(txn_logs)
         self.txn_coordinator.start()
         self.log_manager.start_background_tasks()
-        loop = asyncio.get_running_loop()
-        for listener in self.config.listeners:
-            server = await loop.create_server(
-                lambda: Connection(self), listener.host, listener.port, reuse_address=True
-            )
-            self._servers.append(server)
-            for sock in server.sockets:
-                host, port = sock.getsockname()[:2]
-                self.bound.append(BoundAddress(host, port))
+        for server in self._servers:
+            await server.start_serving()
+        self._ready = True
         addresses = ", ".join(f"{b.host}:{b.port}" for b in self.bound)
         log.info(
             "samsa broker %d ready on %s (cluster %s, data in %s) in %.0f ms",
@@ -161,26 +159,63 @@ class Broker:
             (time.monotonic() - started) * 1000,
         )
 
+    async def _bind(self) -> None:
+        """Bind every listener's socket; connections are accepted only once start-up is done."""
+        loop = asyncio.get_running_loop()
+        for listener in self.config.listeners:
+            try:
+                server = await loop.create_server(
+                    lambda: Connection(self),
+                    listener.host,
+                    listener.port,
+                    reuse_address=True,
+                    start_serving=False,
+                )
+            except OSError as exc:
+                raise ConfigError(
+                    f"cannot listen on {listener.host}:{listener.port} (listener "
+                    f"{listener.name}): {exc.strerror or exc}; stop what uses that address "
+                    "or change listeners"
+                ) from exc
+            self._servers.append(server)
+            for sock in server.sockets:
+                host, port = sock.getsockname()[:2]
+                self.bound.append(BoundAddress(host, port))
+
     async def _append_internal(self, tp: TopicPartition, records: bytes) -> Any:
         return await self.replica_manager.append(
             tp, bytearray(records), required_acks=-1, origin=AppendOrigin.COORDINATOR
         )
 
     async def stop(self) -> None:
-        """Stop accepting, finish or fail in-flight requests, flush, checkpoint, mark clean."""
-        for server in self._servers:
-            server.close()
-        await self.group_coordinator.shutdown()
-        await self.txn_coordinator.shutdown()
-        self.replica_manager.shutdown()
-        for connection in list(self._connections):
-            connection.close()
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 5)
-        await self.log_manager.shutdown()
-        self._stopped.set()
-        log.info("samsa broker %d stopped cleanly", self.node_id)
+        """Stop accepting, finish or fail in-flight requests, flush, checkpoint, mark clean.
+
+        A failure (a checkpoint that cannot be written…) is logged and leaves
+        ``stopped_cleanly`` False; the data directories are then not marked
+        clean, so the next start recovers their logs.
+        """
+        try:
+            for server in self._servers:
+                server.close()
+            await self.group_coordinator.shutdown()
+            await self.txn_coordinator.shutdown()
+            self.replica_manager.shutdown()
+            for connection in list(self._connections):
+                connection.close()
+            for server in self._servers:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(server.wait_closed(), 5)
+            await self.log_manager.shutdown()
+        except (SamsaError, OSError) as exc:
+            log.error("samsa broker %d did not stop cleanly: %s", self.node_id, exc)
+        except Exception:
+            log.exception("samsa broker %d did not stop cleanly", self.node_id)
+        else:
+            self.stopped_cleanly = True
+            log.info("samsa broker %d stopped %s", self.node_id,
+                     "cleanly" if self._ready else "before it was ready")  # fmt: skip
+        finally:
+            self._stopped.set()
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()

@@ -49,7 +49,7 @@ def _serve(args: argparse.Namespace) -> int:
             await broker.stop()
             return 1
         await broker.wait_stopped()
-        return 0
+        return 0 if broker.stopped_cleanly else 1
 
     try:
         import uvloop
