@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from samsa import Admin, Producer
 from samsa.client.admin import NewTopic
+from samsa.records import iter_batches, iter_records
 from samsa.testing import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.timeout(120)
@@ -46,14 +47,16 @@ def _write_records(bootstrap: str) -> dict[int, list[bytes]]:
     return sent
 
 
-def _read_records(bootstrap: str, expected: int) -> dict[int, list[bytes]]:
-    """Every record of ``orders`` from offset 0, by partition, read by librdkafka."""
+def _read_records(
+    bootstrap: str, expected: int, topic: str = TOPIC, partitions: int = PARTITIONS
+) -> dict[int, list[bytes]]:
+    """Every record of ``topic`` from offset 0, by partition, read by librdkafka."""
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
          "log_level": 3}
     )  # fmt: skip
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-    found: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    found: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
     deadline = time.monotonic() + 60
     try:
         while sum(map(len, found.values())) < expected and time.monotonic() < deadline:
@@ -220,3 +223,44 @@ def test_a_checkpoint_that_cannot_be_written_at_shutdown_exits_non_zero_naming_i
     (data / "recovery-point-offset-checkpoint.tmp").rmdir()
     with BrokerProcess(data).start() as again:
         assert _read_records(again.bootstrap, PARTITIONS * PER_PARTITION) == sent
+
+
+def test_a_flipped_byte_in_an_early_segment_keeps_the_later_records_on_disk(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    small_segments = ["log.segment.bytes=1000"]
+    broker = start_broker(data, small_segments)
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic("damaged", 1)])
+    sent: list[bytes] = []
+    with Producer({"bootstrap.servers": broker.bootstrap}) as producer:
+        for batch in range(30):  # one flush, one batch
+            futures = [producer.send("damaged", b"record-%d-%d" % (batch, i)) for i in range(10)]
+            producer.flush()
+            sent += [b"record-%d-%d" % (batch, i) for i in range(10)]
+            assert [f.result().offset for f in futures] == list(range(len(sent) - 10, len(sent)))
+    broker.kill()  # a crash: the next start scans the segments
+    segments = sorted((data / "damaged-0").glob("*.log"))
+    assert len(segments) >= 3
+    first = segments[0]
+    damaged = bytearray(first.read_bytes())
+    last_batch = list(iter_batches(damaged))[-1]
+    damaged[-1] ^= 0xFF  # a record byte of the first segment's last batch
+    first.write_bytes(damaged)
+    cut_at = len(damaged) - last_batch.size
+
+    with BrokerProcess(data, small_segments).start() as again:
+        served = _read_records(again.bootstrap, last_batch.base_offset, "damaged", 1)
+        output = again.log_path.read_text()
+    assert served[0] == sent[: last_batch.base_offset]
+    cut_bytes = first.with_name(f"{first.name}.cut-at-{cut_at}.corrupt")
+    assert cut_bytes.read_bytes() == bytes(damaged[cut_at:])
+    kept_values = [
+        record.value
+        for segment in segments[1:]
+        for batch in iter_batches(segment.with_name(segment.name + ".corrupt").read_bytes())
+        for record in iter_records(batch)
+    ]
+    assert kept_values == sent[last_batch.last_offset + 1 :]
+    assert "ERROR" in output and "partition damaged-0" in output and cut_bytes.name in output

@@ -8,8 +8,10 @@ segment are first copied beside it to ``<segment>.log.cut-at-<position>.corrupt`
 (fsynced before the cut), and every later segment's ``.log`` is renamed
 ``<segment>.log.corrupt`` (its indexes, derived data, are removed). One ERROR
 line names the partition, the byte range and offsets cut and where they are
-kept; an operator can read the kept files with ``samsa dump-log`` (the first
-batch of a ``cut-at`` file is the damaged one) and produce what is wanted again.
+kept. The names keep Kafka's layout (``.log`` files are segments, nothing else
+is); an operator reads a kept file with ``samsa dump-log`` after copying it to
+a name ending ``.log`` (the first batch of a ``cut-at`` file is the damaged
+one) and produces what is wanted again.
 Kafka's LogLoader truncates the segment and deletes the later segments, with a
 WARN; a flipped byte in an old segment would then cost every record after it. After
 a clean shutdown only the active segment's indexes are sanity-checked. A
