@@ -264,3 +264,18 @@ def test_a_flipped_byte_in_an_early_segment_keeps_the_later_records_on_disk(
     ]
     assert kept_values == sent[last_batch.last_offset + 1 :]
     assert "ERROR" in output and "partition damaged-0" in output and cut_bytes.name in output
+
+
+def test_a_config_file_that_is_not_utf8_stops_start_up_with_one_message(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_bytes(b"log.dirs=/tmp/data-\xff\n")
+
+    refused = subprocess.run(
+        [sys.executable, "-m", "samsa", "serve", "--config", str(config)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        timeout=EXIT_WITHIN_S, check=False,
+    )  # fmt: skip
+
+    assert refused.returncode != 0
+    assert "Traceback" not in refused.stdout
+    assert f"{config} is not UTF-8 text" in refused.stdout, refused.stdout

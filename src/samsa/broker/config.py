@@ -233,6 +233,8 @@ class BrokerConfig:
                 props.update(parse_properties(config_file.read_text()))
             except OSError as exc:
                 raise ConfigError(f"cannot read {config_file}: {exc.strerror}") from exc
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"{config_file} is not UTF-8 text (byte {exc.start})") from None
         for item in overrides:
             key, sep, value = item.partition("=")
             if not sep or not key.strip():
