@@ -91,7 +91,8 @@ def register(broker: Broker) -> None:
         return topics, total, failed
 
     async def handle(header: RequestHeader, body: Any) -> Any:
-        if body.session_id != 0 and body.session_epoch != -1:
+        # Fetch sessions came with v7 (KIP-227): v4-v6 requests carry no session fields.
+        if getattr(body, "session_id", 0) != 0 and body.session_epoch != -1:
             chunks, size = encode_fetch_response(
                 header.api_version, header.correlation_id, [],
                 error_code=FETCH_SESSION_ID_NOT_FOUND,
