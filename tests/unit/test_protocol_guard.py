@@ -126,9 +126,6 @@ WELL_FORMED = {
     "metadata-v12-null-topics": MetadataRequestV12(
         topics=None, include_topic_authorized_operations=False
     ),
-    "produce-v3-null-topic-data": produce_v3.ProduceRequest(
-        acks=1, timeout=datetime.timedelta(seconds=1), topic_data=None
-    ),
     "nullable-struct-present": describe_topic_partitions(Cursor(topic_name="t", partition_index=2)),
     "nullable-struct-null": describe_topic_partitions(None),
 }
@@ -207,6 +204,33 @@ def test_a_negative_legacy_string_length_other_than_null_is_rejected() -> None:
     data = struct.pack(">h", -2) + bytes(50)
     with pytest.raises(GuardError, match="negative length"):
         check_entity(produce_v3.ProduceRequest, data)
+
+
+def test_a_null_legacy_array_the_schema_does_not_allow_null_is_rejected() -> None:
+    # kio would decode it as None; Kafka's readers refuse it as unparseable.
+    data = encoded(
+        produce_v3.ProduceRequest(acks=1, timeout=datetime.timedelta(seconds=1), topic_data=None)
+    )
+    with pytest.raises(GuardError, match="non-nullable array topic_data is null"):
+        check_entity(produce_v3.ProduceRequest, data)
+
+
+def test_a_null_compact_array_the_schema_does_not_allow_null_is_rejected() -> None:
+    data = b"\x00" + struct.pack(">hi", 1, 1000) + uvarint(0) + b"\x00"
+    with pytest.raises(GuardError, match="non-nullable array topic_data is null"):
+        check_entity(produce_v9.ProduceRequest, data)
+
+
+def test_a_null_legacy_string_the_schema_does_not_allow_null_is_rejected() -> None:
+    data = struct.pack(">hhiih", -1, 1, 1000, 1, -1) + bytes(50)  # one topic, name null
+    with pytest.raises(GuardError, match="non-nullable string is null"):
+        check_entity(produce_v3.ProduceRequest, data)
+
+
+def test_a_null_compact_string_the_schema_does_not_allow_null_is_rejected() -> None:
+    data = b"\x00" + struct.pack(">hi", 1, 1000) + uvarint(2) + uvarint(0) + bytes(10)
+    with pytest.raises(GuardError, match="non-nullable string is null"):
+        check_entity(produce_v9.ProduceRequest, data)
 
 
 def test_a_varint_longer_than_five_bytes_is_rejected() -> None:

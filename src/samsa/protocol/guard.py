@@ -15,7 +15,11 @@ walked here first, using the layout kio's own dataclasses describe
 - a tagged field has a tag kio does not know (kio would raise ``KeyError``), or
   its value does not fill exactly the size its header declares (kio ignores the
   size and would read the value by schema from a different place);
-- a nullable struct's marker is neither -1 (null) nor 1 (present).
+- a nullable struct's marker is neither -1 (null) nor 1 (present);
+- an array, string or bytes field the schema does not declare nullable (at
+  this version) is sent null. kio would decode it as None where handlers
+  expect a value; Kafka's generated readers refuse it ("non-nullable field
+  ... was serialized as null"), and the broker closes the connection.
 
 The walk only skips: records are passed over by their length, fixed-size fields
 and arrays of fixed-size elements by arithmetic. Walkers are built once per class
@@ -128,51 +132,60 @@ def _as_walker(layout: Layout) -> Walker:
     return _skip(layout) if isinstance(layout, int) else layout
 
 
-def _compact_bytes(data: Data, position: int) -> int:
+def _compact_bytes(nullable: bool, kafka_type: str) -> Walker:
     """A compact string or bytes: uvarint length + 1 (0 is null), then the bytes."""
-    length = data[position]
-    if length < 0x80:
-        position += 1
-    else:
-        length, position = _read_uvarint(data, position)
-    if length == 0:
-        return position
-    end = position + length - 1
-    if end > len(data):
-        raise GuardError(f"compact length {length - 1} runs past the end")
-    return end
 
-
-def _legacy_string(data: Data, position: int) -> int:
-    (length,) = _INT16.unpack_from(data, position)
-    return _legacy_skip(data, position + 2, length)
-
-
-def _legacy_bytes(data: Data, position: int) -> int:
-    (length,) = _INT32.unpack_from(data, position)
-    return _legacy_skip(data, position + 4, length)
-
-
-def _legacy_skip(data: Data, position: int, length: int) -> int:
-    if length < 0:
-        if length == -1:
+    def walk(data: Data, position: int) -> int:
+        length = data[position]
+        if length < 0x80:
+            position += 1
+        else:
+            length, position = _read_uvarint(data, position)
+        if length == 0:
+            if not nullable:
+                raise GuardError(f"non-nullable {kafka_type} is null")
             return position
-        raise GuardError(f"negative length {length}")
-    end = position + length
-    if end > len(data):
-        raise GuardError(f"length {length} runs past the end")
-    return end
+        end = position + length - 1
+        if end > len(data):
+            raise GuardError(f"compact length {length - 1} runs past the end")
+        return end
+
+    return walk
 
 
-def _primitive_layout(kafka_type: str, flexible: bool, legacy_string: bool) -> Layout:
+def _legacy_bytes(prefix: struct.Struct, nullable: bool, kafka_type: str) -> Walker:
+    """A legacy string (int16 length) or bytes/records (int32 length); -1 is null."""
+    prefix_size = prefix.size
+
+    def walk(data: Data, position: int) -> int:
+        length: int = prefix.unpack_from(data, position)[0]
+        position += prefix_size
+        if length < 0:
+            if length == -1 and nullable:
+                return position
+            if length == -1:
+                raise GuardError(f"non-nullable {kafka_type} is null")
+            raise GuardError(f"negative length {length}")
+        end = position + length
+        if end > len(data):
+            raise GuardError(f"length {length} runs past the end")
+        return end
+
+    return walk
+
+
+def _primitive_layout(
+    kafka_type: str, flexible: bool, legacy_string: bool, nullable: bool
+) -> Layout:
     size = _FIXED_SIZES.get(kafka_type)
     if size is not None:
         return size
     if kafka_type not in _LEGACY_LENGTH_SIZES:
         raise NotImplementedError(f"no guard for kafka_type {kafka_type!r}")
     if flexible and not legacy_string:
-        return _compact_bytes
-    return _legacy_string if _LEGACY_LENGTH_SIZES[kafka_type] == 2 else _legacy_bytes
+        return _compact_bytes(nullable, kafka_type)
+    prefix = _INT16 if _LEGACY_LENGTH_SIZES[kafka_type] == 2 else _INT32
+    return _legacy_bytes(prefix, nullable, kafka_type)
 
 
 def _compact_count(data: Data, position: int) -> tuple[int, int]:
@@ -199,8 +212,17 @@ def _legacy_count(data: Data, position: int) -> tuple[int, int]:
     return count, position
 
 
-def _array_walker(item: Layout, flexible: bool) -> Walker:
-    read_count = _compact_count if flexible else _legacy_count
+def _array_walker(item: Layout, flexible: bool, nullable: bool, name: str) -> Walker:
+    counted = _compact_count if flexible else _legacy_count
+    if nullable:
+        read_count = counted
+    else:
+
+        def read_count(data: Data, position: int) -> tuple[int, int]:
+            count, position = counted(data, position)
+            if count < 0:
+                raise GuardError(f"non-nullable array {name} is null")
+            return count, position
 
     if isinstance(item, int):
         item_size = item
@@ -259,8 +281,14 @@ def _field_layout(
     else:
         # Kafka keeps RequestHeader.client_id a legacy string even in flexible header v2.
         legacy_string = in_request_header and field.name == "client_id"
-        item = _primitive_layout(field.metadata["kafka_type"], flexible, legacy_string)
-    return _array_walker(item, flexible) if field_class.is_array else item
+        # An array's elements are never null; the array itself may be (is_optional).
+        item_nullable = is_optional(field) and not field_class.is_array
+        item = _primitive_layout(
+            field.metadata["kafka_type"], flexible, legacy_string, item_nullable
+        )
+    if field_class.is_array:
+        return _array_walker(item, flexible, is_optional(field), field.name)
+    return item
 
 
 @cache
