@@ -21,6 +21,7 @@ from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure
 from samsa.broker.handlers import register_all
 from samsa.broker.handlers.groups import client_host
+from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.registry import ApiRegistry, RawResponse
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.cluster.local import LocalMetadataStore
@@ -30,13 +31,14 @@ from samsa.coordinator.transaction.coordinator import (
     TransactionConfig,
     TransactionCoordinator,
 )
-from samsa.errors import ConfigError, SamsaError
+from samsa.errors import ConfigError, KafkaError, SamsaError
 from samsa.protocol.codec import (
     RequestDecodeError,
     decode_request,
     encode_response,
     peek_header,
 )
+from samsa.protocol.error_response import UNKNOWN_SERVER_ERROR, error_response
 from samsa.protocol.framing import FrameDecoder, FrameError
 from samsa.storage import LogManager
 from samsa.storage.validator import AppendOrigin
@@ -112,6 +114,9 @@ class Broker:
         self.bound: list[BoundAddress] = []
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: set[Connection] = set()
+        # What any peer can provoke at will is logged a few times a minute at most.
+        self.bad_request_log = RateLimitedLog(log, interval_s=60.0, burst=10)
+        self.handler_traceback_log = RateLimitedLog(log, interval_s=600.0, burst=1)
         self._stopped = asyncio.Event()
         self._ready = False
         self.stopped_cleanly = False
@@ -236,6 +241,7 @@ class Connection(asyncio.Protocol):
         self._writable.set()
         self._socket_fd = -1
         self._watch_fd = -1
+        self._handler_failures = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -253,7 +259,9 @@ class Connection(asyncio.Protocol):
         try:
             frames = self.decoder.feed(data)
         except FrameError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.broker.bad_request_log.log(
+                logging.WARNING, "closing connection from %s: %s", self.peer, exc
+            )
             self.close()
             return
         for frame in frames:
@@ -305,13 +313,20 @@ class Connection(asyncio.Protocol):
         except asyncio.CancelledError:
             pass
         except _CloseConnection as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.broker.bad_request_log.log(
+                logging.WARNING, "closing connection from %s: %s", self.peer, exc
+            )
             self.close()
         except (OSError, TimeoutError) as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
-        except Exception:
-            log.exception("closing connection from %s after an internal error", self.peer)
+        except Exception as exc:
+            traceback = exc if self.broker.handler_traceback_log.allow() else None
+            self.broker.bad_request_log.log(
+                logging.ERROR,
+                "closing connection from %s after an internal error: %s: %s",
+                self.peer, type(exc).__name__, exc, exc_info=traceback,
+            )  # fmt: skip
             self.close()
 
     async def _write_chunks(self, chunks: list[Any]) -> None:
@@ -382,10 +397,37 @@ class Connection(asyncio.Protocol):
         assert handler is not None
         try:
             response: Any = await handler(header, body)
+            if response is None or isinstance(response, RawResponse):
+                return response
+            return encode_response(correlation_id, response)
         except CloseConnectionRequest as exc:
             raise _CloseConnection(str(exc)) from exc
-        if response is None or isinstance(response, RawResponse):
-            return response
+        except Exception as exc:  # a handler bug: answered below, never raised per frame
+            return self._handler_failed(api_key, api_version, correlation_id, exc)
+
+    def _handler_failed(
+        self, api_key: int, api_version: int, correlation_id: int, exc: Exception
+    ) -> bytes:
+        """Answer a request whose handler raised, as Kafka does: its error response with the
+        exception's code (UNKNOWN_SERVER_ERROR if it has none), or, where the response has no
+        top-level error code to carry it, a closed connection.
+
+        The first failure on a connection is logged (rate-limited across the broker, with a
+        traceback at most every few minutes); later ones on the same connection are not.
+        """
+        self._handler_failures += 1
+        summary = f"{type(exc).__name__}: {exc}"
+        if self._handler_failures == 1:
+            traceback = exc if self.broker.handler_traceback_log.allow() else None
+            self.broker.bad_request_log.log(
+                logging.WARNING,
+                "request (api key %d v%d) from %s failed with %s",
+                api_key, api_version, self.peer, summary, exc_info=traceback,
+            )  # fmt: skip
+        code = exc.code if isinstance(exc, KafkaError) else UNKNOWN_SERVER_ERROR
+        response = error_response(api_key, api_version, code, summary)
+        if response is None:
+            raise _CloseConnection(f"request (api key {api_key} v{api_version}) failed")
         return encode_response(correlation_id, response)
 
 
