@@ -4,23 +4,35 @@ One asyncio loop (uvloop when installed). Each connection splits its byte
 stream into frames (checked against ``socket.request.max.bytes`` before any
 allocation), handles them one at a time, and writes responses in request
 order. A malformed frame, an unknown API key or version, or a body that does
-not parse closes that connection and nothing else.
+not parse closes that connection and nothing else. A handler that raises gets
+its request answered with an error (see :meth:`Connection._handler_failed`).
+
+Limits, with Kafka's names: ``connections.max.idle.ms`` closes a connection
+that has sent nothing for that long (a half-sent frame included);
+``queued.max.request.bytes`` bounds the bytes of requests held
+(:mod:`samsa.broker.memory_pool`); ``max.connections`` and
+``max.connections.per.ip`` are applied where connections are accepted
+(:mod:`samsa.broker.acceptor`), which also logs running out of descriptors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any, cast
 
+from samsa.broker.acceptor import Acceptor, ConnectionQuotas, raise_open_files_limit
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure
 from samsa.broker.handlers import register_all
 from samsa.broker.handlers.groups import client_host
+from samsa.broker.memory_pool import RequestMemoryPool, release_freed_memory
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.registry import ApiRegistry, RawResponse
 from samsa.broker.replica_manager import ReplicaManager
@@ -48,6 +60,8 @@ log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 _MAX_QUEUED_FRAMES = 64
+# A connection lost with this much of a frame received has its freed memory given back.
+_TRIM_AFTER_ABANDONED_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +126,17 @@ class Broker:
         self.registry = ApiRegistry()
         register_all(self)
         self.bound: list[BoundAddress] = []
-        self._servers: list[asyncio.base_events.Server] = []
+        self._servers: list[Acceptor] = []
         self._connections: set[Connection] = set()
         # What any peer can provoke at will is logged a few times a minute at most.
         self.bad_request_log = RateLimitedLog(log, interval_s=60.0, burst=10)
         self.handler_traceback_log = RateLimitedLog(log, interval_s=600.0, burst=1)
+        self.connection_log = RateLimitedLog(log, interval_s=60.0, burst=10)
+        self.quotas = ConnectionQuotas(config["max.connections"], config["max.connections.per.ip"])
+        self.memory_pool = RequestMemoryPool(config["queued.max.request.bytes"])
+        idle_ms = config["connections.max.idle.ms"]
+        self.connections_max_idle_s: float | None = idle_ms / 1000 if idle_ms >= 0 else None
+        self._accepting: set[asyncio.Task[Any]] = set()
         self._stopped = asyncio.Event()
         self._ready = False
         self.stopped_cleanly = False
@@ -131,6 +151,7 @@ class Broker:
 
     async def start(self) -> None:
         started = time.monotonic()
+        self._raise_open_files_limit()
         # Listen before anything is created on disk: a port in use stops start-up first.
         await self._bind()
         await asyncio.to_thread(self.metadata.load)
@@ -151,9 +172,9 @@ class Broker:
         self.txn_coordinator.load(txn_logs)
         self.txn_coordinator.start()
         self.log_manager.start_background_tasks()
-        for server in self._servers:
-            await server.start_serving()
         self._ready = True
+        for server in self._servers:
+            server.resume()
         addresses = ", ".join(f"{b.host}:{b.port}" for b in self.bound)
         log.info(
             "samsa broker %d ready on %s (cluster %s, data in %s) in %.0f ms",
@@ -166,15 +187,10 @@ class Broker:
 
     async def _bind(self) -> None:
         """Bind every listener's socket; connections are accepted only once start-up is done."""
-        loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
             try:
-                server = await loop.create_server(
-                    lambda: Connection(self),
-                    listener.host,
-                    listener.port,
-                    reuse_address=True,
-                    start_serving=False,
+                acceptors = await Acceptor.listen(
+                    listener.host, listener.port, self._accept, self.connection_log, start=False
                 )
             except OSError as exc:
                 raise ConfigError(
@@ -182,10 +198,57 @@ class Broker:
                     f"{listener.name}): {exc.strerror or exc}; stop what uses that address "
                     "or change listeners"
                 ) from exc
-            self._servers.append(server)
-            for sock in server.sockets:
-                host, port = sock.getsockname()[:2]
-                self.bound.append(BoundAddress(host, port))
+            for acceptor in acceptors:
+                self._servers.append(acceptor)
+                for sock in acceptor.sockets:
+                    host, port = sock.getsockname()[:2]
+                    self.bound.append(BoundAddress(host, port))
+
+    def _raise_open_files_limit(self) -> None:
+        before, after = raise_open_files_limit()
+        if after != before:
+            log.info("raised the open file limit (RLIMIT_NOFILE) from %d to %d", before, after)
+        else:
+            log.info("open file limit (RLIMIT_NOFILE): %d", after)
+
+    def _accept(self, sock: socket.socket, ip: str) -> None:
+        """A new connection: refused when its address is at ``max.connections.per.ip``; at
+        ``max.connections`` the acceptors stop until a connection closes, as Kafka's do."""
+        if not self.quotas.try_add(ip):
+            self.connection_log.log(
+                logging.INFO,
+                "refused a connection from %s: it has max.connections.per.ip (%d) open",
+                ip, self.quotas.max_connections_per_ip,
+            )  # fmt: skip
+            sock.close()
+            return
+        if self.quotas.at_broker_limit():
+            self.connection_log.log(
+                logging.INFO,
+                "max.connections (%d) reached: new connections wait until one closes",
+                self.quotas.max_connections,
+            )
+            for server in self._servers:
+                server.pause()
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(loop.connect_accepted_socket(lambda: Connection(self, ip), sock))
+        self._accepting.add(task)
+        task.add_done_callback(functools.partial(self._accepted, sock, ip))
+
+    def _accepted(self, sock: socket.socket, ip: str, task: asyncio.Task[Any]) -> None:
+        self._accepting.discard(task)
+        if task.cancelled() or task.exception() is not None:
+            sock.close()
+            self.connection_closed(ip)
+
+    def connection_closed(self, ip: str) -> None:
+        was_at_limit = self.quotas.at_broker_limit()
+        self.quotas.remove(ip)
+        if was_at_limit and self._ready and not self.quotas.at_broker_limit():
+            for server in self._servers:
+                server.resume()
 
     async def _append_internal(self, tp: TopicPartition, records: bytes) -> Any:
         return await self.replica_manager.append(
@@ -229,14 +292,23 @@ class Broker:
 class Connection(asyncio.Protocol):
     """One client connection: frames in, responses out, in order."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, ip: str) -> None:
         self.broker = broker
+        self.ip = ip
         self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
         self.queue: asyncio.Queue[bytes] = asyncio.Queue()
         self.transport: asyncio.Transport | None = None
         self.worker: asyncio.Task[None] | None = None
         self.peer = "?"
-        self._paused = False
+        self._paused = False  # reading stopped: too many queued frames
+        self._memory_paused = False  # reading stopped: queued.max.request.bytes
+        self._reading_paused = False
+        self._reserved = 0  # bytes this connection holds in the broker's memory pool
+        self._in_progress_reserved = False  # the frame being received has its reservation
+        self._lost = False
+        self._busy = False  # a request is being handled or its response written
+        self._last_active = time.monotonic()
+        self._idle_timer: asyncio.TimerHandle | None = None
         self._writable = asyncio.Event()
         self._writable.set()
         self._socket_fd = -1
@@ -253,7 +325,11 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.broker._connections.add(self)
-        self.worker = asyncio.get_running_loop().create_task(self._serve())
+        loop = asyncio.get_running_loop()
+        self.worker = loop.create_task(self._serve())
+        idle_s = self.broker.connections_max_idle_s
+        if idle_s is not None:
+            self._idle_timer = loop.call_later(idle_s, self._check_idle)
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -264,11 +340,89 @@ class Connection(asyncio.Protocol):
             )
             self.close()
             return
+        self._last_active = time.monotonic()
+        if self.broker.memory_pool.bounded:
+            self._account(frames)
         for frame in frames:
             self.queue.put_nowait(frame)
-        if self.queue.qsize() > _MAX_QUEUED_FRAMES and self.transport and not self._paused:
-            self.transport.pause_reading()
+        if self.queue.qsize() > _MAX_QUEUED_FRAMES and not self._paused:
             self._paused = True
+            self._update_reading()
+
+    def _account(self, frames: list[bytes]) -> None:
+        """Reserve memory for what ``data_received`` just took in (``queued.max.request.bytes``):
+        the frames completed by it, and the declared size of the frame it started."""
+        pool = self.broker.memory_pool
+        for frame in frames:
+            if self._in_progress_reserved:
+                self._in_progress_reserved = False  # reserved when its prefix came
+            else:
+                pool.add(len(frame))
+                self._reserved += len(frame)
+        if (
+            self.decoder.frame_size >= 0
+            and not self._in_progress_reserved
+            and not self._reserve_in_progress()
+        ):
+            self._memory_paused = True
+            self._update_reading()
+            pool.wait(self._retry_reservation)
+
+    def _reserve_in_progress(self) -> bool:
+        size = self.decoder.frame_size
+        if not self.broker.memory_pool.try_reserve(size):
+            return False
+        self._reserved += size
+        self._in_progress_reserved = True
+        return True
+
+    def _retry_reservation(self) -> bool:
+        """Called by the pool when memory is released; True once this connection is served."""
+        if self._lost:
+            return True
+        if (
+            self.decoder.frame_size >= 0
+            and not self._in_progress_reserved
+            and not self._reserve_in_progress()
+        ):
+            return False
+        self._memory_paused = False
+        self._update_reading()
+        return True
+
+    def _release(self, size: int) -> None:
+        if self._lost or not self.broker.memory_pool.bounded:
+            return
+        self._reserved -= size
+        self.broker.memory_pool.release(size)
+
+    def _update_reading(self) -> None:
+        paused = self._paused or self._memory_paused
+        if self.transport is None or paused == self._reading_paused or self._lost:
+            return
+        if paused:
+            self.transport.pause_reading()
+        else:
+            self.transport.resume_reading()
+        self._reading_paused = paused
+
+    def _check_idle(self) -> None:
+        """Close the connection after ``connections.max.idle.ms`` without a request, as Kafka
+        does; a connection whose request is being served is not idle."""
+        idle_s = self.broker.connections_max_idle_s
+        assert idle_s is not None
+        waited = time.monotonic() - self._last_active
+        if self._busy or not self.queue.empty() or waited < idle_s:
+            delay = idle_s if self._busy else idle_s - waited
+            self._idle_timer = asyncio.get_running_loop().call_later(delay, self._check_idle)
+            return
+        self._idle_timer = None
+        self.broker.connection_log.log(
+            logging.INFO,
+            "closing connection from %s: idle for %.0f ms (connections.max.idle.ms)",
+            self.peer, waited * 1000,
+        )  # fmt: skip
+        self.close()
 
     def pause_writing(self) -> None:
         # The peer is not reading: stop taking requests until its responses drain,
@@ -284,8 +438,23 @@ class Connection(asyncio.Protocol):
             os.close(self._watch_fd)
             self._watch_fd = -1
         self.broker._connections.discard(self)
+        self.broker.connection_closed(self.ip)
         if self.worker is not None:
             self.worker.cancel()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
+        # A large frame cut off midway leaves its pieces spread through the heap.
+        abandoned = self.decoder.buffered
+        self.decoder.clear()
+        if self.broker.memory_pool.bounded:
+            self.broker.memory_pool.forget(self._retry_reservation)
+            reserved, self._reserved = self._reserved, 0
+            self._lost = True
+            self.broker.memory_pool.release(reserved)
+        self._lost = True
+        if abandoned >= _TRIM_AFTER_ABANDONED_BYTES:
+            release_freed_memory()
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -296,12 +465,15 @@ class Connection(asyncio.Protocol):
         try:
             while True:
                 await self._writable.wait()
+                self._busy = False
                 frame = await self.queue.get()
+                self._busy = True
                 if self._paused and self.queue.qsize() < _MAX_QUEUED_FRAMES // 2:
-                    assert self.transport is not None
-                    self.transport.resume_reading()
                     self._paused = False
+                    self._update_reading()
                 response = await self._handle(frame)
+                self._release(len(frame))
+                self._last_active = time.monotonic()
                 if response is None:
                     continue
                 if self.transport is None or self.transport.is_closing():

@@ -53,6 +53,18 @@ class FrameDecoder:
             return len(self._prefix)
         return _SIZE_BYTES + self._received
 
+    @property
+    def frame_size(self) -> int:
+        """The declared size of the frame being received, or -1 between frames."""
+        return self._frame_size
+
+    def clear(self) -> None:
+        """Drop an incomplete frame (the connection is gone); the decoder is not fed again."""
+        self._parts.clear()
+        self._prefix.clear()
+        self._received = 0
+        self._frame_size = -1
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
         """Append received bytes; return the complete frames (without the size prefix), in order.
 
