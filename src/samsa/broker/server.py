@@ -447,12 +447,11 @@ class Connection(asyncio.Protocol):
         # A large frame cut off midway leaves its pieces spread through the heap.
         abandoned = self.decoder.buffered
         self.decoder.clear()
+        self._lost = True  # from here on, releases by the cancelled worker are no-ops
         if self.broker.memory_pool.bounded:
             self.broker.memory_pool.forget(self._retry_reservation)
             reserved, self._reserved = self._reserved, 0
-            self._lost = True
             self.broker.memory_pool.release(reserved)
-        self._lost = True
         if abandoned >= _TRIM_AFTER_ABANDONED_BYTES:
             release_freed_memory()
 
