@@ -47,11 +47,22 @@ class RateLimitedLog:
         return True
 
     def log(
-        self, level: int, msg: str, *args: object, exc_info: BaseException | None = None
+        self,
+        level: int,
+        msg: str,
+        *args: object,
+        exc_info: BaseException | None = None,
+        traceback_limit: RateLimitedLog | None = None,
     ) -> None:
-        """Log ``msg % args`` if the window has room, with the count suppressed since the last."""
+        """Log ``msg % args`` if the window has room, with the count suppressed since the last.
+
+        With ``traceback_limit``, ``exc_info``'s traceback is included only when that (usually
+        sparser) limit has room too.
+        """
         if not self.allow():
             return
+        if exc_info is not None and traceback_limit is not None and not traceback_limit.allow():
+            exc_info = None
         if self._suppressed:
             msg += " (%d similar messages suppressed)"
             args = (*args, self._suppressed)

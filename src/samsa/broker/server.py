@@ -492,11 +492,11 @@ class Connection(asyncio.Protocol):
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
         except Exception as exc:
-            traceback = exc if self.broker.handler_traceback_log.allow() else None
             self.broker.bad_request_log.log(
                 logging.ERROR,
                 "closing connection from %s after an internal error: %s: %s",
-                self.peer, type(exc).__name__, exc, exc_info=traceback,
+                self.peer, type(exc).__name__, exc,
+                exc_info=exc, traceback_limit=self.broker.handler_traceback_log,
             )  # fmt: skip
             self.close()
 
@@ -589,11 +589,11 @@ class Connection(asyncio.Protocol):
         self._handler_failures += 1
         summary = f"{type(exc).__name__}: {exc}"
         if self._handler_failures == 1:
-            traceback = exc if self.broker.handler_traceback_log.allow() else None
             self.broker.bad_request_log.log(
                 logging.WARNING,
                 "request (api key %d v%d) from %s failed with %s",
-                api_key, api_version, self.peer, summary, exc_info=traceback,
+                api_key, api_version, self.peer, summary,
+                exc_info=exc, traceback_limit=self.broker.handler_traceback_log,
             )  # fmt: skip
         code = exc.code if isinstance(exc, KafkaError) else UNKNOWN_SERVER_ERROR
         response = error_response(api_key, api_version, code, summary)
