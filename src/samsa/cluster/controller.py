@@ -8,9 +8,10 @@ fenced by its epoch (:meth:`KafkaZk.fenced`), so a controller that was cut off
 and replaced writes nothing more. When ``/controller`` goes (its broker died
 or resigned), every broker runs the election again.
 
-One owner, one queue (Kafka's ``KafkaController`` event manager): ZooKeeper
-watches and session changes only enqueue events; a single task processes them
-in order and alone reads and changes the controller's view
+One owner, one queue (:class:`~samsa.cluster.events.EventQueue`, Kafka's
+controller event manager): ZooKeeper watches and session changes only enqueue
+events; a single task processes them in order and alone reads and changes the
+controller's view
 (:class:`ControllerContext`). Watches are one-shot: each handler reads again and
 sets the next watch in the same read, so no change between two reads is missed.
 
@@ -23,7 +24,6 @@ leader's own conditional writes of the same znodes; a write that loses a race
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import enum
 import functools
@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from samsa.cluster import election, zk_data
+from samsa.cluster.events import EventQueue
 from samsa.cluster.kafka_zk import ControllerEpoch, ControllerMovedError, KafkaZk
 from samsa.cluster.zk_client import BadVersionError, NodeExistsError, ZkOp
 from samsa.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment
@@ -93,9 +94,9 @@ class Controller:
         self.on_change = on_change
         """Called after each event the active controller processed (tests, metrics)."""
         self.context: ControllerContext | None = None
-        self._events: asyncio.Queue[tuple[Event, str]] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self._idle = asyncio.Event()
+        self._events: EventQueue[tuple[Event, str]] = EventQueue(
+            f"controller-{broker_id}", self._process_one
+        )
 
     @property
     def is_active(self) -> bool:
@@ -107,34 +108,25 @@ class Controller:
 
     def start(self) -> None:
         self.zk.client.add_state_listener(self._on_session_state)
-        self._task = asyncio.create_task(self._run(), name=f"controller-{self.broker_id}")
+        self._events.start()
         self._enqueue(Event.ELECT)
 
     async def stop(self) -> None:
         """Stop processing and give up ``/controller`` if this broker holds it."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._events.stop()
         if self.context is not None:
             self.context = None
             with contextlib.suppress(Exception):  # the session may be gone already
                 await self.zk.resign_controller(self.broker_id)
 
     async def wait_idle(self) -> None:
-        """Return once every event enqueued so far has been processed (tests).
-
-        ``_idle`` is set only by the event task when it finds the queue empty, and
-        cleared by every enqueue, so a set flag means nothing is left to do.
-        """
-        await self._idle.wait()
+        """Return once every event enqueued so far has been processed (tests)."""
+        await self._events.wait_idle()
 
     # -- event plumbing -----------------------------------------------------------------
 
     def _enqueue(self, event: Event, topic: str = "") -> None:
-        self._idle.clear()
-        self._events.put_nowait((event, topic))
+        self._events.put((event, topic))
 
     def _on_session_state(self, state: str) -> None:
         if state == "LOST":
@@ -142,26 +134,17 @@ class Controller:
         elif state == "CONNECTED" and self.context is None:
             self._enqueue(Event.ELECT)
 
-    async def _run(self) -> None:
-        while True:
-            if self._events.empty():
-                self._idle.set()
-            event, topic = await self._events.get()
-            try:
-                await self._process(event, topic)
-            except ControllerMovedError as exc:
-                log.warning("broker %d is no longer the controller: %s", self.broker_id, exc)
-                self.context = None
-                self._enqueue(Event.ELECT)
-            except Exception:
-                # A ZooKeeper error (connection loss…) mid-event: the event is
-                # retried after a pause; the state it works from is read again.
-                log.exception("controller event %s failed; retrying", event.value)
-                await asyncio.sleep(0.5)
-                self._enqueue(event, topic)
-            else:
-                if self.on_change is not None and self.context is not None:
-                    self.on_change()
+    async def _process_one(self, item: tuple[Event, str]) -> None:
+        event, topic = item
+        try:
+            await self._process(event, topic)
+        except ControllerMovedError as exc:
+            log.warning("broker %d is no longer the controller: %s", self.broker_id, exc)
+            self.context = None
+            self._enqueue(Event.ELECT)
+            return
+        if self.on_change is not None and self.context is not None:
+            self.on_change()
 
     async def _process(self, event: Event, topic: str) -> None:
         if event is Event.ELECT:

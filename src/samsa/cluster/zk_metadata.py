@@ -17,14 +17,13 @@ everything again on the new session.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Mapping
 from typing import Protocol
 
 from samsa.cluster import zk_data
+from samsa.cluster.events import EventQueue
 from samsa.cluster.kafka_zk import KafkaZk
 from samsa.cluster.zk_client import NoNodeError
 from samsa.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment, ZkDataError
@@ -63,21 +62,15 @@ class ZkMetadataCache:
         self.topics: dict[str, TopicAssignment] = {}
         self.configs: dict[str, dict[str, str]] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
-        self._events: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-        self._idle = asyncio.Event()
+        self._events: EventQueue[tuple[str, str]] = EventQueue("zk-metadata", self._handle)
 
     async def start(self) -> None:
         """Read everything once (watching it), then follow changes in the background."""
         await self.resync()
-        self._task = asyncio.create_task(self._run(), name="zk-metadata")
+        self._events.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._events.stop()
 
     async def resync(self) -> None:
         """Read brokers, topics and states again and set every watch (a new session)."""
@@ -86,7 +79,7 @@ class ZkMetadataCache:
 
     async def wait_idle(self) -> None:
         """Return once every change seen so far has been applied (tests)."""
-        await self._idle.wait()
+        await self._events.wait_idle()
 
     def leader(self, tp: TopicPartition) -> int | None:
         state = self.states.get(tp)
@@ -95,30 +88,19 @@ class ZkMetadataCache:
     # -- events -------------------------------------------------------------------------
 
     def _enqueue(self, event: tuple[str, str]) -> None:
-        self._idle.clear()
-        self._events.put_nowait(event)
+        self._events.put(event)
 
-    async def _run(self) -> None:
-        while True:
-            if self._events.empty():
-                self._idle.set()
-            kind, name = await self._events.get()
-            try:
-                if kind == "brokers":
-                    await self._read_brokers()
-                elif kind == "topics":
-                    await self._read_topics()
-                elif kind == "topic":
-                    await self._read_topic(name)
-                elif kind == "state":
-                    topic, _, partition = name.rpartition("-")
-                    await self._read_state(TopicPartition(topic, int(partition)))
-            except Exception:
-                # A ZooKeeper error mid-read: read again after a pause (the watch
-                # that brought us here is spent, so the retry is what sets it).
-                log.exception("reading cluster metadata (%s %s) failed; retrying", kind, name)
-                await asyncio.sleep(0.5)
-                self._enqueue((kind, name))
+    async def _handle(self, event: tuple[str, str]) -> None:
+        kind, name = event
+        if kind == "brokers":
+            await self._read_brokers()
+        elif kind == "topics":
+            await self._read_topics()
+        elif kind == "topic":
+            await self._read_topic(name)
+        elif kind == "state":
+            topic, _, partition = name.rpartition("-")
+            await self._read_state(TopicPartition(topic, int(partition)))
 
     # -- reads --------------------------------------------------------------------------
 
