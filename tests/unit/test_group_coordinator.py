@@ -1,7 +1,9 @@
-"""The group coordinator's state machine, driven directly on a real event loop.
+"""The group coordinator's state machine, driven directly on an event loop.
 
 Appends go to real partition logs (one per offsets partition) so that reloading
-from them is tested too; timers are real but short (tens of milliseconds).
+from them is tested too. Time is a manual timer: a session, rebalance or expiry
+timeout fires when a test advances it, so nothing here sleeps or reads the wall
+clock.
 """
 
 from __future__ import annotations
@@ -12,30 +14,19 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from tests.conftest import ManualClock
+from tests.conftest import ManualClock, ManualTimer
 
 from samsa.coordinator.group.coordinator import (
     OFFSETS_TOPIC,
     GroupConfig,
     GroupCoordinator,
     JoinRequest,
+    OffsetCommitMember,
+    PartitionOffset,
 )
-from samsa.coordinator.group.group import (
-    FENCED_INSTANCE_ID,
-    GROUP_ID_NOT_FOUND,
-    GROUP_MAX_SIZE_REACHED,
-    GROUP_SUBSCRIBED_TO_TOPIC,
-    ILLEGAL_GENERATION,
-    INCONSISTENT_GROUP_PROTOCOL,
-    INVALID_SESSION_TIMEOUT,
-    MEMBER_ID_REQUIRED,
-    NON_EMPTY_GROUP,
-    NONE,
-    REBALANCE_IN_PROGRESS,
-    UNKNOWN_MEMBER_ID,
-    JoinResult,
-)
+from samsa.coordinator.group.group import JoinResult
 from samsa.coordinator.group.records import OffsetValue
+from samsa.errors import ErrorCode, NotEnoughReplicasError
 from samsa.records import iter_records, read_batch
 from samsa.records.control import ControlRecordType, build_end_transaction_batch
 from samsa.storage import Log, LogConfig
@@ -48,10 +39,17 @@ PARTITIONS = 3
 SUB = b"\x00\x00\x00\x00"  # opaque to the coordinator
 
 
+async def settle(turns: int = 20) -> None:
+    """Let every task that can run do so (event-loop turns; the clock does not move)."""
+    for _ in range(turns):
+        await asyncio.sleep(0)
+
+
 class Harness:
     def __init__(self, tmp: Path, clock: ManualClock, **config: Any) -> None:
         self.tmp = tmp
         self.clock = clock
+        self.timer = ManualTimer(clock)
         defaults: dict[str, Any] = {
             "min_session_timeout_ms": 10,
             "initial_rebalance_delay_ms": 0,
@@ -59,10 +57,11 @@ class Harness:
         self.config = GroupConfig(**{**defaults, **config})
         self.logs: dict[TopicPartition, Log] = {}
         self.fail_appends = False
+        self.fail_with: Exception | None = None
         self.coordinator = self.new_coordinator()
 
     def new_coordinator(self) -> GroupCoordinator:
-        return GroupCoordinator(PARTITIONS, self.append, self.clock, self.config)
+        return GroupCoordinator(PARTITIONS, self.append, self.clock, self.config, timer=self.timer)
 
     def log_for(self, tp: TopicPartition) -> Log:
         if tp not in self.logs:
@@ -72,6 +71,8 @@ class Harness:
     async def append(self, tp: TopicPartition, records: bytes) -> None:
         if self.fail_appends:
             raise OSError("disk gone")
+        if self.fail_with is not None:
+            raise self.fail_with
         self.log_for(tp).append_as_leader(bytearray(records), origin=AppendOrigin.COORDINATOR)
 
     def keys_written(self) -> list[tuple[bytes, bytes | None]]:
@@ -122,7 +123,7 @@ def run(make: Callable[[Harness], Awaitable[T]], tmp_path: Path, **config: Any) 
 
 async def join_and_sync(h: Harness, req: JoinRequest) -> tuple[JoinResult, bytes]:
     joined = await h.coordinator.join(req)
-    assert joined.error == NONE, joined
+    assert joined.error == ErrorCode.NONE, joined
     assignments = {m: f"to-{m}".encode() for m, _, _ in joined.members}
     synced = await h.coordinator.sync(
         req.group_id,
@@ -133,7 +134,7 @@ async def join_and_sync(h: Harness, req: JoinRequest) -> tuple[JoinResult, bytes
         protocol_name=None,
         assignments=assignments,
     )
-    assert synced.error == NONE, synced
+    assert synced.error == ErrorCode.NONE, synced
     return joined, synced.assignment
 
 
@@ -141,7 +142,7 @@ def test_member_id_required_then_join_sync_stable(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
         first = await c.join(request(require_known_member_id=True))
-        assert first.error == MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
+        assert first.error == ErrorCode.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
         joined, assignment = await join_and_sync(
             h, request(member=first.member_id, require_known_member_id=True)
         )
@@ -155,9 +156,9 @@ def test_member_id_required_then_join_sync_stable(tmp_path: Path) -> None:
         described = c.describe("g")
         assert described.state == "Stable" and described.protocol == "range"
         assert described.members[0].assignment == assignment
-        assert c.heartbeat("g", 1, first.member_id, None) == NONE
-        assert c.heartbeat("g", 0, first.member_id, None) == ILLEGAL_GENERATION
-        assert c.heartbeat("g", 1, "nobody", None) == UNKNOWN_MEMBER_ID
+        assert c.heartbeat("g", 1, first.member_id, None) == ErrorCode.NONE
+        assert c.heartbeat("g", 0, first.member_id, None) == ErrorCode.ILLEGAL_GENERATION
+        assert c.heartbeat("g", 1, "nobody", None) == ErrorCode.UNKNOWN_MEMBER_ID
 
     run(scenario, tmp_path)
 
@@ -168,9 +169,9 @@ def test_second_member_rebalances_and_follower_waits_for_leader(tmp_path: Path) 
         leader_join, _ = await join_and_sync(h, request())
         leader = leader_join.member_id
         follower_task = asyncio.create_task(c.join(request(client_id="other")))
-        await asyncio.sleep(0.01)
+        await settle()
         assert c.describe("g").state == "PreparingRebalance"
-        assert c.heartbeat("g", 1, leader, None) == REBALANCE_IN_PROGRESS
+        assert c.heartbeat("g", 1, leader, None) == ErrorCode.REBALANCE_IN_PROGRESS
         rejoin = await c.join(request(member=leader))
         follower = await follower_task
         assert rejoin.generation == follower.generation == 2
@@ -180,7 +181,7 @@ def test_second_member_rebalances_and_follower_waits_for_leader(tmp_path: Path) 
             c.sync("g", 2, follower.member_id, group_instance_id=None, protocol_type="consumer",
                    protocol_name="range", assignments={})
         )  # fmt: skip
-        await asyncio.sleep(0.01)
+        await settle()
         assert not follower_sync.done()  # waits for the leader's assignment
         plan = {follower.member_id: b"F", leader: b"L"}
         await c.sync("g", 2, leader, group_instance_id=None, protocol_type=None,
@@ -196,7 +197,7 @@ def test_session_expiry_removes_member_and_rebalances(tmp_path: Path) -> None:
         c = h.coordinator
         a, _ = await join_and_sync(h, request(session_timeout_ms=1000))
         b_task = asyncio.create_task(c.join(request(session_timeout_ms=100)))
-        await asyncio.sleep(0.01)
+        await settle()
         await c.join(request(member=a.member_id, session_timeout_ms=1000))
         b = await b_task
         await c.sync("g", b.generation, a.member_id, group_instance_id=None, protocol_type=None,
@@ -204,14 +205,12 @@ def test_session_expiry_removes_member_and_rebalances(tmp_path: Path) -> None:
         await c.sync("g", b.generation, b.member_id, group_instance_id=None, protocol_type=None,
                      protocol_name=None, assignments={})  # fmt: skip
         # b never heartbeats again: after its 100 ms session the group rebalances without it.
-        for _ in range(50):
-            await asyncio.sleep(0.02)
-            assert c.heartbeat("g", b.generation, a.member_id, None) in (
-                NONE,
-                REBALANCE_IN_PROGRESS,
-            )
-            if c.describe("g").state == "PreparingRebalance":
-                break
+        h.timer.advance(99)
+        assert c.heartbeat("g", b.generation, a.member_id, None) == ErrorCode.NONE
+        assert len(c.describe("g").members) == 2
+        h.timer.advance(1)
+        assert c.describe("g").state == "PreparingRebalance"
+        assert c.heartbeat("g", b.generation, a.member_id, None) == ErrorCode.REBALANCE_IN_PROGRESS
         assert [m.member_id for m in c.describe("g").members] == [a.member_id]
         rejoin = await c.join(request(member=a.member_id, session_timeout_ms=1000))
         assert rejoin.generation == b.generation + 1 and len(rejoin.members) == 1
@@ -223,13 +222,18 @@ def test_member_not_rejoining_is_dropped_after_rebalance_timeout(tmp_path: Path)
     async def scenario(h: Harness) -> None:
         c = h.coordinator
         a, _ = await join_and_sync(h, request(session_timeout_ms=5000, rebalance_timeout_ms=100))
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        b = await c.join(request(session_timeout_ms=5000, rebalance_timeout_ms=100))
-        waited = loop.time() - started
-        assert b.error == NONE and 0.08 <= waited < 2
+        b_join = asyncio.create_task(
+            c.join(request(session_timeout_ms=5000, rebalance_timeout_ms=100))
+        )
+        await settle()
+        h.timer.advance(99)
+        await settle()
+        assert not b_join.done()  # a may still rejoin
+        h.timer.advance(1)
+        b = await b_join
+        assert b.error == ErrorCode.NONE
         assert b.leader == b.member_id and [m for m, _, _ in b.members] == [b.member_id]
-        assert c.heartbeat("g", a.generation, a.member_id, None) == UNKNOWN_MEMBER_ID
+        assert c.heartbeat("g", a.generation, a.member_id, None) == ErrorCode.UNKNOWN_MEMBER_ID
 
     run(scenario, tmp_path)
 
@@ -239,13 +243,13 @@ def test_leave_and_last_member_leaving_empties_group(tmp_path: Path) -> None:
         c = h.coordinator
         a, _ = await join_and_sync(h, request())
         assert c.leave("g", [("nobody", None), (a.member_id, None)]) == (
-            NONE,
-            [UNKNOWN_MEMBER_ID, NONE],
+            ErrorCode.NONE,
+            [ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.NONE],
         )
-        await asyncio.sleep(0.05)  # the empty join phase completes on the next loop turn
+        await settle()  # the empty join phase completes on the next loop turn
         described = c.describe("g")
         assert described.state == "Empty" and described.members == []
-        assert c.leave("missing", [("x", None)]) == (NONE, [UNKNOWN_MEMBER_ID])
+        assert c.leave("missing", [("x", None)]) == (ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID])
 
     run(scenario, tmp_path)
 
@@ -259,7 +263,7 @@ def test_static_member_rejoin_fences_old_id_without_rebalance(tmp_path: Path) ->
         s_task = asyncio.create_task(
             c.join(request(group_instance_id="i-2", session_timeout_ms=5000))
         )
-        await asyncio.sleep(0.01)
+        await settle()
         await c.join(
             request(member=leader.member_id, group_instance_id="i-1", session_timeout_ms=5000)
         )
@@ -269,16 +273,19 @@ def test_static_member_rejoin_fences_old_id_without_rebalance(tmp_path: Path) ->
                      assignments={static.member_id: b"mine", leader.member_id: b"L"})  # fmt: skip
         # i-2 restarts: a new member id, same instance id, same generation, same assignment.
         again = await c.join(request(group_instance_id="i-2", session_timeout_ms=5000))
-        assert again.error == NONE and again.member_id != static.member_id
+        assert again.error == ErrorCode.NONE and again.member_id != static.member_id
         assert again.generation == static.generation
         assert c.describe("g").state == "Stable"
-        assert c.heartbeat("g", again.generation, static.member_id, "i-2") == FENCED_INSTANCE_ID
-        assert c.heartbeat("g", again.generation, again.member_id, "i-2") == NONE
+        assert (
+            c.heartbeat("g", again.generation, static.member_id, "i-2")
+            == ErrorCode.FENCED_INSTANCE_ID
+        )
+        assert c.heartbeat("g", again.generation, again.member_id, "i-2") == ErrorCode.NONE
         synced = await c.sync("g", again.generation, again.member_id, group_instance_id="i-2",
                               protocol_type=None, protocol_name=None, assignments={})  # fmt: skip
         assert synced.assignment == b"mine"
         # Static leave by instance id alone (LeaveGroup v3+ shape).
-        assert c.leave("g", [("", "i-2")]) == (NONE, [NONE])
+        assert c.leave("g", [("", "i-2")]) == (ErrorCode.NONE, [ErrorCode.NONE])
 
     run(scenario, tmp_path)
 
@@ -306,7 +313,7 @@ def test_static_leader_rejoining_below_v9_is_told_the_old_leader_id_and_keeps_it
         assert (await follower_sync).assignment == b"F"
         # The leader's process restarts: JoinGroup v5 (no skip_assignment), no member id.
         again = await c.join(request(group_instance_id="lead", session_timeout_ms=5000))
-        assert again.error == NONE and again.member_id != leader.member_id
+        assert again.error == ErrorCode.NONE and again.member_id != leader.member_id
         assert (again.generation, again.leader, again.members) == (
             leader.generation,
             leader.member_id,
@@ -317,8 +324,11 @@ def test_static_leader_rejoining_below_v9_is_told_the_old_leader_id_and_keeps_it
         synced = await c.sync("g", again.generation, again.member_id, group_instance_id="lead",
                               protocol_type=None, protocol_name=None, assignments={})  # fmt: skip
         assert synced.assignment == b"L"
-        assert c.heartbeat("g", follower.generation, follower.member_id, "follow") == NONE
-        assert c.heartbeat("g", again.generation, leader.member_id, "lead") == FENCED_INSTANCE_ID
+        assert c.heartbeat("g", follower.generation, follower.member_id, "follow") == ErrorCode.NONE
+        assert (
+            c.heartbeat("g", again.generation, leader.member_id, "lead")
+            == ErrorCode.FENCED_INSTANCE_ID
+        )
 
     run(scenario, tmp_path)
 
@@ -328,7 +338,7 @@ def test_static_leader_rejoining_with_v9_leads_but_skips_the_assignment(tmp_path
         c = h.coordinator
         leader, _ = await join_and_sync(h, request(group_instance_id="lead"))
         again = await c.join(request(group_instance_id="lead", supports_skip_assignment=True))
-        assert again.error == NONE and again.generation == leader.generation
+        assert again.error == ErrorCode.NONE and again.generation == leader.generation
         assert again.leader == again.member_id and again.skip_assignment
         assert [m for m, _, _ in again.members] == [again.member_id]
         assert c.describe("g").state == "Stable"
@@ -339,14 +349,18 @@ def test_static_leader_rejoining_with_v9_leads_but_skips_the_assignment(tmp_path
 def test_join_validation_errors(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
-        assert (await c.join(request(session_timeout_ms=5))).error == INVALID_SESSION_TIMEOUT
-        assert (await c.join(request(member="ghost"))).error == UNKNOWN_MEMBER_ID
+        assert (
+            await c.join(request(session_timeout_ms=5))
+        ).error == ErrorCode.INVALID_SESSION_TIMEOUT
+        assert (await c.join(request(member="ghost"))).error == ErrorCode.UNKNOWN_MEMBER_ID
         await join_and_sync(h, request())
-        assert (await c.join(request(protocol_type="connect"))).error == INCONSISTENT_GROUP_PROTOCOL
+        assert (
+            await c.join(request(protocol_type="connect"))
+        ).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         other = request(protocols=[("roundrobin", SUB)])
-        assert (await c.join(other)).error == INCONSISTENT_GROUP_PROTOCOL
-        assert (await c.join(request(group="full"))).error == NONE
-        assert (await c.join(request(group="full"))).error == GROUP_MAX_SIZE_REACHED
+        assert (await c.join(other)).error == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        assert (await c.join(request(group="full"))).error == ErrorCode.NONE
+        assert (await c.join(request(group="full"))).error == ErrorCode.GROUP_MAX_SIZE_REACHED
 
     run(scenario, tmp_path, max_size=1)
 
@@ -356,11 +370,14 @@ def test_protocol_selection_by_vote(tmp_path: Path) -> None:
         c = h.coordinator
         both = [("range", SUB), ("cooperative-sticky", SUB)]
         prefer_sticky = [("cooperative-sticky", SUB), ("range", SUB)]
-        results = await asyncio.gather(
+        joins = asyncio.gather(
             c.join(request(protocols=both)),
             c.join(request(protocols=prefer_sticky)),
             c.join(request(protocols=prefer_sticky)),
         )
+        await settle()
+        h.timer.advance(300)  # the initial delay, extended once for the later members
+        results = await joins
         assert {r.protocol_name for r in results} == {"cooperative-sticky"}
 
     run(scenario, tmp_path, initial_rebalance_delay_ms=50)
@@ -369,15 +386,20 @@ def test_protocol_selection_by_vote(tmp_path: Path) -> None:
 def test_initial_delay_waits_and_extends_for_new_members(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
-        loop = asyncio.get_running_loop()
-        started = loop.time()
         first = asyncio.create_task(c.join(request(rebalance_timeout_ms=1000)))
-        await asyncio.sleep(0.1)
+        await settle()
+        h.timer.advance(100)
         second = asyncio.create_task(c.join(request(rebalance_timeout_ms=1000)))
+        await settle()
+        h.timer.advance(50)  # 150 ms: the delay ends, and is extended for the newcomer
+        await settle()
+        assert not first.done() and not second.done()
+        h.timer.advance(149)
+        await settle()
+        assert not first.done() and not second.done()
+        h.timer.advance(1)  # another 150 ms
         a, b = await asyncio.gather(first, second)
-        elapsed = loop.time() - started
         assert a.generation == b.generation == 1
-        assert elapsed >= 0.3  # 150 ms, then extended by another 150 ms for the newcomer
 
     run(scenario, tmp_path, initial_rebalance_delay_ms=150)
 
@@ -389,32 +411,120 @@ def test_member_that_never_syncs_is_removed(tmp_path: Path) -> None:
         b_task = asyncio.create_task(
             c.join(request(session_timeout_ms=5000, rebalance_timeout_ms=150))
         )
-        await asyncio.sleep(0.01)
+        await settle()
         await c.join(request(member=a.member_id, session_timeout_ms=5000, rebalance_timeout_ms=150))
         b = await b_task
         await c.sync("g", b.generation, a.member_id, group_instance_id=None, protocol_type=None,
                      protocol_name=None, assignments={})  # fmt: skip
         # b never sends SyncGroup: after the rebalance timeout it is dropped and a must rejoin.
-        for _ in range(50):
-            await asyncio.sleep(0.01)
-            if c.heartbeat("g", b.generation, b.member_id, None) == UNKNOWN_MEMBER_ID:
-                break
-        assert c.heartbeat("g", b.generation, a.member_id, None) == REBALANCE_IN_PROGRESS
+        h.timer.advance(149)
+        assert c.describe("g").state == "Stable"
+        h.timer.advance(1)
+        assert c.heartbeat("g", b.generation, b.member_id, None) == ErrorCode.UNKNOWN_MEMBER_ID
+        assert c.heartbeat("g", b.generation, a.member_id, None) == ErrorCode.REBALANCE_IN_PROGRESS
         assert c.describe("g").state == "PreparingRebalance"
 
     run(scenario, tmp_path)
 
 
+def _commit(
+    c: GroupCoordinator,
+    group: str,
+    generation: int = -1,
+    member: str = "",
+    *partitions: PartitionOffset,
+    metadata_max_bytes: int = 4096,
+) -> Awaitable[list[ErrorCode]]:
+    return c.commit_offsets(
+        OffsetCommitMember(group, generation, member),
+        partitions or (PartitionOffset(TopicPartition("t", 0), 1),),
+        metadata_max_bytes=metadata_max_bytes,
+    )
+
+
 def test_commit_validation(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
-        assert c.validate_commit("new", -1, "", None) == NONE
-        assert c.validate_commit("new", 3, "m", None) == ILLEGAL_GENERATION
+        assert await _commit(c, "new") == [ErrorCode.NONE]
+        assert await _commit(c, "unseen", 3, "m") == [ErrorCode.ILLEGAL_GENERATION]
         a, _ = await join_and_sync(h, request())
-        assert c.validate_commit("g", -1, "", None) == UNKNOWN_MEMBER_ID  # group has members
-        assert c.validate_commit("g", a.generation, a.member_id, None) == NONE
-        assert c.validate_commit("g", a.generation + 1, a.member_id, None) == ILLEGAL_GENERATION
-        assert c.validate_commit("g", a.generation, "other", None) == UNKNOWN_MEMBER_ID
+        assert await _commit(c, "g") == [ErrorCode.UNKNOWN_MEMBER_ID]  # group has members
+        assert await _commit(c, "g", a.generation, a.member_id) == [ErrorCode.NONE]
+        assert await _commit(c, "g", a.generation + 1, a.member_id) == [
+            ErrorCode.ILLEGAL_GENERATION
+        ]
+        assert await _commit(c, "g", a.generation, "other") == [ErrorCode.UNKNOWN_MEMBER_ID]
+        assert await _commit(c, "") == [ErrorCode.INVALID_GROUP_ID]
+
+    run(scenario, tmp_path)
+
+
+def test_commit_answers_each_partition_and_writes_only_the_accepted_ones(tmp_path: Path) -> None:
+    fine, unknown, wordy = TopicPartition("t", 0), TopicPartition("gone", 0), TopicPartition("t", 1)
+
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        codes = await _commit(
+            c, "g", -1, "",
+            PartitionOffset(fine, 5, metadata="m" * 10),
+            PartitionOffset(unknown, 6, topic_exists=False),
+            PartitionOffset(wordy, 7, metadata="m" * 11),
+            metadata_max_bytes=10,
+        )  # fmt: skip
+        assert codes == [
+            ErrorCode.NONE,
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode.OFFSET_METADATA_TOO_LARGE,
+        ]
+        assert c.committed("g") == {fine: OffsetValue(5, -1, "m" * 10, h.clock())}
+        assert h.reload().committed("g") == c.committed("g")
+
+    run(scenario, tmp_path)
+
+
+def test_a_failed_commit_write_answers_the_accepted_partitions_with_the_mapped_error(
+    tmp_path: Path,
+) -> None:
+    fine, unknown = TopicPartition("t", 0), TopicPartition("gone", 0)
+
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        h.fail_with = NotEnoughReplicasError("one replica")
+        codes = await _commit(
+            c,
+            "g",
+            -1,
+            "",
+            PartitionOffset(fine, 5),
+            PartitionOffset(unknown, 6, topic_exists=False),
+        )
+        assert codes == [ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        assert c.committed("g") == {}
+
+    run(scenario, tmp_path)
+
+
+def test_transactional_commit_checks_the_member_before_the_producer(tmp_path: Path) -> None:
+    tp = TopicPartition("t", 0)
+
+    async def commit(c: GroupCoordinator, member: OffsetCommitMember, error: ErrorCode) -> Any:
+        return await c.commit_transactional_offsets(
+            member, 7, 0, [PartitionOffset(tp, 3)], producer_error=error, metadata_max_bytes=10
+        )
+
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        a, _ = await join_and_sync(h, request())
+        fenced = ErrorCode.PRODUCER_FENCED
+        stale = OffsetCommitMember("g", a.generation + 1, a.member_id)
+        assert await commit(c, stale, fenced) == [ErrorCode.ILLEGAL_GENERATION]
+        # Without a member named, the group's members are not checked; the producer is.
+        assert await commit(c, OffsetCommitMember("g"), fenced) == [fenced]
+        assert await commit(c, OffsetCommitMember(""), fenced) == [ErrorCode.INVALID_GROUP_ID]
+        assert not c.has_pending_transactional("g", tp)
+        current = OffsetCommitMember("g", a.generation, a.member_id)
+        assert await commit(c, current, ErrorCode.NONE) == [ErrorCode.NONE]
+        assert c.has_pending_transactional("g", tp)
 
     run(scenario, tmp_path)
 
@@ -447,17 +557,24 @@ def test_delete_groups_and_offsets(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
         await c.commit("idle", {tp: OffsetValue(1, -1, "", 0), other: OffsetValue(2, -1, "", 0)})
-        assert await c.delete_offsets("idle", [tp]) == (NONE, {tp: NONE})
+        assert await c.delete_offsets("idle", [tp]) == (ErrorCode.NONE, {tp: ErrorCode.NONE})
         assert c.committed("idle") == {other: OffsetValue(2, -1, "", 0)}
-        assert (await c.delete_offsets("missing", [tp]))[0] == GROUP_ID_NOT_FOUND
+        assert (await c.delete_offsets("missing", [tp]))[0] == ErrorCode.GROUP_ID_NOT_FOUND
         # A member subscribed to topic "t" (consumer protocol v0: topics ["t"], no user data).
         subscription = b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff"
         await join_and_sync(h, request(group="busy", protocols=[("range", subscription)]))
         await c.commit("busy", {tp: OffsetValue(5, -1, "", 0)})
         top, codes = await c.delete_offsets("busy", [tp, other])
-        assert (top, codes) == (NONE, {tp: GROUP_SUBSCRIBED_TO_TOPIC, other: NONE})
+        assert (top, codes) == (
+            ErrorCode.NONE,
+            {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, other: ErrorCode.NONE},
+        )
         results = await c.delete_groups(["idle", "busy", "missing"])
-        assert results == {"idle": NONE, "busy": NON_EMPTY_GROUP, "missing": GROUP_ID_NOT_FOUND}
+        assert results == {
+            "idle": ErrorCode.NONE,
+            "busy": ErrorCode.NON_EMPTY_GROUP,
+            "missing": ErrorCode.GROUP_ID_NOT_FOUND,
+        }
         assert c.committed("idle") == {} and "idle" not in c.groups()
         assert "idle" not in h.reload().groups()  # tombstones written
 
@@ -491,7 +608,7 @@ def test_failed_assignment_write_restarts_rebalance(tmp_path: Path) -> None:
             c.sync("g", joined.generation, joined.member_id, group_instance_id=None,
                    protocol_type=None, protocol_name=None, assignments={})
         )  # fmt: skip
-        assert (await sync).error == REBALANCE_IN_PROGRESS
+        assert (await sync).error == ErrorCode.REBALANCE_IN_PROGRESS
         assert c.describe("g").state == "PreparingRebalance"
 
     run(scenario, tmp_path)
@@ -501,7 +618,10 @@ def test_failed_assignment_write_restarts_rebalance(tmp_path: Path) -> None:
 def test_many_members_form_one_generation(tmp_path: Path, count: int) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
-        results = await asyncio.gather(*(c.join(request(client_id=f"c{i}")) for i in range(count)))
+        joins = asyncio.gather(*(c.join(request(client_id=f"c{i}")) for i in range(count)))
+        await settle()
+        h.timer.advance(300)  # the initial delay, extended once for the later members
+        results = await joins
         assert {r.generation for r in results} == {1}
         leaders = [r for r in results if r.members]
         assert len(leaders) == 1 and len(leaders[0].members) == count

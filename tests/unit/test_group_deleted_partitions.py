@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tests.unit.test_group_coordinator import Harness, _write_marker, run
 
-from samsa.coordinator.errors import UNKNOWN_SERVER_ERROR
 from samsa.coordinator.group.records import OffsetValue
+from samsa.errors import ErrorCode
 from samsa.types import TopicPartition
 
 DELETED = TopicPartition("orders", 0)
@@ -65,7 +65,7 @@ def test_an_offset_deletion_whose_write_fails_answers_an_error_and_keeps_the_off
         c = h.coordinator
         await c.commit("billing", {KEPT: OffsetValue(3, -1, "", 0)})
         h.fail_appends = True
-        assert await c.delete_offsets("billing", [KEPT]) == (UNKNOWN_SERVER_ERROR, {})
+        assert await c.delete_offsets("billing", [KEPT]) == (ErrorCode.UNKNOWN_SERVER_ERROR, {})
         assert c.committed("billing") == {KEPT: OffsetValue(3, -1, "", 0)}
 
     run(scenario, tmp_path)
@@ -78,7 +78,7 @@ def test_a_group_deletion_whose_write_fails_answers_an_error_and_keeps_the_group
         c = h.coordinator
         await c.commit("billing", {KEPT: OffsetValue(3, -1, "", 0)})
         h.fail_appends = True
-        assert await c.delete_groups(["billing"]) == {"billing": UNKNOWN_SERVER_ERROR}
+        assert await c.delete_groups(["billing"]) == {"billing": ErrorCode.UNKNOWN_SERVER_ERROR}
         assert "billing" in c.groups()
         assert c.committed("billing") == {KEPT: OffsetValue(3, -1, "", 0)}
 

@@ -29,19 +29,9 @@ from samsa.coordinator.transaction.records import (
     encode_transaction_log_value,
 )
 from samsa.coordinator.transaction.state import (
-    CONCURRENT_TRANSACTIONS,
-    INVALID_PRODUCER_EPOCH,
-    INVALID_PRODUCER_ID_MAPPING,
-    INVALID_REQUEST,
-    INVALID_TRANSACTION_TIMEOUT,
-    INVALID_TXN_STATE,
-    NONE,
-    PRODUCER_FENCED,
-    TRANSACTION_ABORTABLE,
-    TRANSACTIONAL_ID_NOT_FOUND,
-    UNKNOWN_TOPIC_OR_PARTITION,
     TransactionState,
 )
+from samsa.errors import ErrorCode
 from samsa.records import RecordBatchBuilder, iter_records, read_batch
 from samsa.storage import Log, LogConfig
 from samsa.storage.log_loader import load_log
@@ -93,7 +83,7 @@ class FakeMarkers:
         if queued:
             return queued.pop(0)
         self.written.append(Marker(tp, producer_id, epoch, commit, coordinator_epoch))
-        return NONE
+        return ErrorCode.NONE
 
 
 class Harness:
@@ -180,8 +170,11 @@ def state_of(c: TransactionCoordinator, transactional_id: str) -> str:
 
 async def begin(c: TransactionCoordinator, *partitions: TopicPartition) -> tuple[int, int]:
     init = await c.init_producer_id("txn", TIMEOUT_MS)
-    assert init.error == NONE, init
-    assert await c.add_partitions("txn", init.producer_id, init.producer_epoch, partitions) == NONE
+    assert init.error == ErrorCode.NONE, init
+    assert (
+        await c.add_partitions("txn", init.producer_id, init.producer_epoch, partitions)
+        == ErrorCode.NONE
+    )
     return init.producer_id, init.producer_epoch
 
 
@@ -193,9 +186,9 @@ def test_commit_writes_a_commit_marker_to_every_partition_then_completes(tmp_pat
         c = h.coordinator
         pid, epoch = await begin(c, ORDERS_0, ORDERS_1)
         assert (pid, epoch) == (1001, 0)
-        assert await c.add_partitions("txn", pid, epoch, [PAYMENTS_0]) == NONE
+        assert await c.add_partitions("txn", pid, epoch, [PAYMENTS_0]) == ErrorCode.NONE
         assert state_of(c, "txn") == "Ongoing"
-        assert await c.end_txn("txn", pid, epoch, commit=True) == NONE
+        assert await c.end_txn("txn", pid, epoch, commit=True) == ErrorCode.NONE
         assert sorted(h.markers.written, key=lambda m: m.tp) == [
             Marker(ORDERS_0, pid, epoch, True, 0),
             Marker(ORDERS_1, pid, epoch, True, 0),
@@ -213,11 +206,11 @@ def test_abort_writes_abort_markers(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
         pid, epoch = await begin(c, ORDERS_0)
-        assert await c.end_txn("txn", pid, epoch, commit=False) == NONE
+        assert await c.end_txn("txn", pid, epoch, commit=False) == ErrorCode.NONE
         assert h.markers.written == [Marker(ORDERS_0, pid, epoch, False, 0)]
         assert state_of(c, "txn") == "CompleteAbort"
         # The next transaction starts from CompleteAbort with the same epoch.
-        assert await c.add_partitions("txn", pid, epoch, [ORDERS_1]) == NONE
+        assert await c.add_partitions("txn", pid, epoch, [ORDERS_1]) == ErrorCode.NONE
         (described,) = c.describe_transactions(["txn"])
         assert described.partitions == (ORDERS_1,) and described.producer_epoch == epoch
 
@@ -228,9 +221,9 @@ def test_retried_end_txn_answers_none_for_the_same_outcome_only(tmp_path: Path) 
     async def scenario(h: Harness) -> None:
         c = h.coordinator
         pid, epoch = await begin(c, ORDERS_0)
-        assert await c.end_txn("txn", pid, epoch, commit=True) == NONE
-        assert await c.end_txn("txn", pid, epoch, commit=True) == NONE
-        assert await c.end_txn("txn", pid, epoch, commit=False) == INVALID_TXN_STATE
+        assert await c.end_txn("txn", pid, epoch, commit=True) == ErrorCode.NONE
+        assert await c.end_txn("txn", pid, epoch, commit=True) == ErrorCode.NONE
+        assert await c.end_txn("txn", pid, epoch, commit=False) == ErrorCode.INVALID_TXN_STATE
         assert len(h.markers.written) == 1
 
     run(scenario, tmp_path)
@@ -241,7 +234,7 @@ def test_end_txn_without_a_transaction_is_an_invalid_state(tmp_path: Path) -> No
         c = h.coordinator
         init = await c.init_producer_id("txn", TIMEOUT_MS)
         assert await c.end_txn("txn", init.producer_id, init.producer_epoch, True) == (
-            INVALID_TXN_STATE
+            ErrorCode.INVALID_TXN_STATE
         )
 
     run(scenario, tmp_path)
@@ -252,7 +245,7 @@ def test_transaction_without_partitions_completes_without_markers(tmp_path: Path
         c = h.coordinator
         pid, epoch = await begin(c)
         assert state_of(c, "txn") == "Ongoing"
-        assert await c.end_txn("txn", pid, epoch, commit=True) == NONE
+        assert await c.end_txn("txn", pid, epoch, commit=True) == ErrorCode.NONE
         assert h.markers.written == []
         assert state_of(c, "txn") == "CompleteCommit"
 
@@ -263,9 +256,12 @@ def test_marker_errors_are_retried_and_a_deleted_partition_is_given_up(tmp_path:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
         pid, epoch = await begin(c, ORDERS_0, PAYMENTS_0)
-        h.markers.errors[ORDERS_0] = [6, 19]  # NOT_LEADER, NOT_ENOUGH_REPLICAS: retried
-        h.markers.errors[PAYMENTS_0] = [UNKNOWN_TOPIC_OR_PARTITION]  # deleted: given up
-        assert await c.end_txn("txn", pid, epoch, commit=True) == NONE
+        h.markers.errors[ORDERS_0] = [  # retried
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            ErrorCode.NOT_ENOUGH_REPLICAS,
+        ]
+        h.markers.errors[PAYMENTS_0] = [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]  # deleted: given up
+        assert await c.end_txn("txn", pid, epoch, commit=True) == ErrorCode.NONE
         assert [m.tp for m in h.markers.written] == [ORDERS_0]
         assert state_of(c, "txn") == "CompleteCommit"
 
@@ -278,13 +274,18 @@ def test_marker_errors_are_retried_and_a_deleted_partition_is_given_up(tmp_path:
 def test_add_partitions_checks_the_producer(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
-        assert await c.add_partitions("nobody", 1, 0, [ORDERS_0]) == INVALID_PRODUCER_ID_MAPPING
+        assert (
+            await c.add_partitions("nobody", 1, 0, [ORDERS_0])
+            == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        )
         pid, epoch = await begin(c)
         assert await c.add_partitions("txn", pid + 1, epoch, [ORDERS_0]) == (
-            INVALID_PRODUCER_ID_MAPPING
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING
         )
-        assert await c.add_partitions("txn", pid, epoch + 1, [ORDERS_0]) == PRODUCER_FENCED
-        assert await c.add_partitions("", pid, epoch, [ORDERS_0]) == INVALID_REQUEST
+        assert (
+            await c.add_partitions("txn", pid, epoch + 1, [ORDERS_0]) == ErrorCode.PRODUCER_FENCED
+        )
+        assert await c.add_partitions("", pid, epoch, [ORDERS_0]) == ErrorCode.INVALID_REQUEST
 
     run(scenario, tmp_path)
 
@@ -292,10 +293,12 @@ def test_add_partitions_checks_the_producer(tmp_path: Path) -> None:
 def test_init_refuses_a_timeout_beyond_the_maximum(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
-        assert (await c.init_producer_id("txn", 1001)).error == INVALID_TRANSACTION_TIMEOUT
-        assert (await c.init_producer_id("txn", 0)).error == INVALID_TRANSACTION_TIMEOUT
-        assert (await c.init_producer_id("txn", 1000)).error == NONE
-        assert (await c.init_producer_id("", 1000)).error == INVALID_REQUEST
+        assert (
+            await c.init_producer_id("txn", 1001)
+        ).error == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        assert (await c.init_producer_id("txn", 0)).error == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        assert (await c.init_producer_id("txn", 1000)).error == ErrorCode.NONE
+        assert (await c.init_producer_id("", 1000)).error == ErrorCode.INVALID_REQUEST
 
     run(scenario, tmp_path, max_timeout_ms=1000)
 
@@ -306,7 +309,10 @@ def test_init_again_bumps_the_epoch_and_fences_the_old_one(tmp_path: Path) -> No
         first = await c.init_producer_id("txn", TIMEOUT_MS)
         second = await c.init_producer_id("txn", TIMEOUT_MS)
         assert (second.producer_id, second.producer_epoch) == (first.producer_id, 1)
-        assert await c.add_partitions("txn", first.producer_id, 0, [ORDERS_0]) == PRODUCER_FENCED
+        assert (
+            await c.add_partitions("txn", first.producer_id, 0, [ORDERS_0])
+            == ErrorCode.PRODUCER_FENCED
+        )
 
     run(scenario, tmp_path)
 
@@ -316,7 +322,7 @@ def test_second_init_fences_and_aborts_the_ongoing_transaction(tmp_path: Path) -
         c = h.coordinator
         pid, epoch = await begin(c, ORDERS_0, ORDERS_1)
         second = await c.init_producer_id("txn", TIMEOUT_MS)
-        assert second.error == NONE
+        assert second.error == ErrorCode.NONE
         # Fencing bumped to 1 (written with PrepareAbort); the new producer got 2.
         assert (second.producer_id, second.producer_epoch) == (pid, epoch + 2)
         assert sorted(h.markers.written, key=lambda m: m.tp) == [
@@ -324,9 +330,9 @@ def test_second_init_fences_and_aborts_the_ongoing_transaction(tmp_path: Path) -
             Marker(ORDERS_1, pid, epoch + 1, False, 0),
         ]
         assert h.states_written("txn")[-3:] == ["PrepareAbort", "CompleteAbort", "Empty"]
-        assert await c.add_partitions("txn", pid, epoch, [ORDERS_0]) == PRODUCER_FENCED
-        assert await c.end_txn("txn", pid, epoch, commit=True) == PRODUCER_FENCED
-        assert c.check_offset_commit("txn", pid, epoch, "g") == INVALID_PRODUCER_EPOCH
+        assert await c.add_partitions("txn", pid, epoch, [ORDERS_0]) == ErrorCode.PRODUCER_FENCED
+        assert await c.end_txn("txn", pid, epoch, commit=True) == ErrorCode.PRODUCER_FENCED
+        assert c.check_offset_commit("txn", pid, epoch, "g") == ErrorCode.INVALID_PRODUCER_EPOCH
 
     run(scenario, tmp_path)
 
@@ -346,7 +352,11 @@ def test_exhausted_epoch_gets_a_new_producer_id(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = await exhausted(h, 500)
         rotated = await c.init_producer_id("txn", TIMEOUT_MS)
-        assert (rotated.error, rotated.producer_id, rotated.producer_epoch) == (NONE, 1001, 0)
+        assert (rotated.error, rotated.producer_id, rotated.producer_epoch) == (
+            ErrorCode.NONE,
+            1001,
+            0,
+        )
 
     run(scenario, tmp_path)
 
@@ -358,9 +368,15 @@ def test_kip360_retry_of_a_rotation_gets_the_same_answer(tmp_path: Path) -> None
         assert (rotated.producer_id, rotated.producer_epoch) == (1001, 0)
         # The answer was lost: the producer asks again with its old id and epoch.
         retried = await c.init_producer_id("txn", TIMEOUT_MS, 500, 32766)
-        assert (retried.error, retried.producer_id, retried.producer_epoch) == (NONE, 1001, 0)
+        assert (retried.error, retried.producer_id, retried.producer_epoch) == (
+            ErrorCode.NONE,
+            1001,
+            0,
+        )
         # Anyone else naming the old id is fenced.
-        assert (await c.init_producer_id("txn", TIMEOUT_MS, 500, 3)).error == PRODUCER_FENCED
+        assert (
+            await c.init_producer_id("txn", TIMEOUT_MS, 500, 3)
+        ).error == ErrorCode.PRODUCER_FENCED
 
     run(scenario, tmp_path)
 
@@ -373,9 +389,11 @@ def test_kip360_recovery_bumps_the_epoch_and_a_retry_gets_it_again(tmp_path: Pat
         assert (bumped.producer_id, bumped.producer_epoch) == (first.producer_id, 1)
         retry = await c.init_producer_id("txn", TIMEOUT_MS, first.producer_id, 0)
         assert retry.producer_epoch == 1
-        assert (await c.init_producer_id("txn", TIMEOUT_MS, 999, 0)).error == PRODUCER_FENCED
+        assert (
+            await c.init_producer_id("txn", TIMEOUT_MS, 999, 0)
+        ).error == ErrorCode.PRODUCER_FENCED
         assert (await c.init_producer_id("txn", TIMEOUT_MS, first.producer_id, -1)).error == (
-            INVALID_REQUEST
+            ErrorCode.INVALID_REQUEST
         )
 
     run(scenario, tmp_path)
@@ -393,17 +411,22 @@ def test_requests_meet_concurrent_transactions_while_markers_are_written(tmp_pat
         await until(lambda: h.markers.waiting == 1)
         assert state_of(c, "txn") == "PrepareCommit"
         assert not ending.done()
-        assert await c.add_partitions("txn", pid, epoch, [ORDERS_1]) == CONCURRENT_TRANSACTIONS
-        assert await c.end_txn("txn", pid, epoch, commit=True) == CONCURRENT_TRANSACTIONS
-        assert await c.end_txn("txn", pid, epoch, commit=False) == INVALID_TXN_STATE
-        assert (await c.init_producer_id("txn", TIMEOUT_MS)).error == CONCURRENT_TRANSACTIONS
+        assert (
+            await c.add_partitions("txn", pid, epoch, [ORDERS_1])
+            == ErrorCode.CONCURRENT_TRANSACTIONS
+        )
+        assert await c.end_txn("txn", pid, epoch, commit=True) == ErrorCode.CONCURRENT_TRANSACTIONS
+        assert await c.end_txn("txn", pid, epoch, commit=False) == ErrorCode.INVALID_TXN_STATE
+        assert (
+            await c.init_producer_id("txn", TIMEOUT_MS)
+        ).error == ErrorCode.CONCURRENT_TRANSACTIONS
         assert c.verify_partitions("txn", pid, epoch, [ORDERS_0]) == {
-            ORDERS_0: CONCURRENT_TRANSACTIONS
+            ORDERS_0: ErrorCode.CONCURRENT_TRANSACTIONS
         }
         h.markers.release()
-        assert await ending == NONE
+        assert await ending == ErrorCode.NONE
         assert state_of(c, "txn") == "CompleteCommit"
-        assert await c.add_partitions("txn", pid, epoch, [ORDERS_1]) == NONE
+        assert await c.add_partitions("txn", pid, epoch, [ORDERS_1]) == ErrorCode.NONE
 
     run(scenario, tmp_path)
 
@@ -422,7 +445,7 @@ def test_timed_out_transaction_is_aborted_with_an_epoch_bump(tmp_path: Path) -> 
         assert h.markers.written == [Marker(ORDERS_0, pid, epoch + 1, False, 0)]
         (described,) = c.describe_transactions(["txn"])
         assert described.producer_epoch == epoch + 1
-        assert await c.end_txn("txn", pid, epoch, commit=True) == PRODUCER_FENCED
+        assert await c.end_txn("txn", pid, epoch, commit=True) == ErrorCode.PRODUCER_FENCED
         again = await c.init_producer_id("txn", TIMEOUT_MS)
         assert (again.producer_id, again.producer_epoch) == (pid, epoch + 2)
 
@@ -440,7 +463,7 @@ def test_reload_mid_prepare_commit_completes_the_commit_after_start(tmp_path: Pa
         ending = asyncio.create_task(c.end_txn("txn", pid, epoch, commit=True))
         await until(lambda: h.markers.waiting == 2)
         await c.shutdown(grace_s=0)  # a crash after PrepareCommit, before any marker
-        assert await ending == NONE  # the outcome was durable
+        assert await ending == ErrorCode.NONE  # the outcome was durable
         assert h.states_written("txn")[-1] == "PrepareCommit"
         assert h.markers.written == []
         h.markers.release()
@@ -471,7 +494,7 @@ def test_reload_keeps_an_ongoing_transaction_that_can_then_commit(tmp_path: Path
                 "Ongoing", pid, epoch,
             )  # fmt: skip
             assert described.partitions == (ORDERS_0,)
-            assert await fresh.end_txn("txn", pid, epoch, commit=True) == NONE
+            assert await fresh.end_txn("txn", pid, epoch, commit=True) == ErrorCode.NONE
             assert h.markers.written == [Marker(ORDERS_0, pid, epoch, True, 0)]
         finally:
             await fresh.shutdown(grace_s=1)
@@ -499,16 +522,16 @@ def test_add_offsets_adds_the_groups_offsets_partition(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
         pid, epoch = await begin(c, ORDERS_0)
-        assert c.check_offset_commit("txn", pid, epoch, "group") == INVALID_TXN_STATE
-        assert await c.add_offsets("txn", pid, epoch, "group") == NONE
+        assert c.check_offset_commit("txn", pid, epoch, "group") == ErrorCode.INVALID_TXN_STATE
+        assert await c.add_offsets("txn", pid, epoch, "group") == ErrorCode.NONE
         offsets_tp = TopicPartition("__consumer_offsets", partition_for("group", 50))
         (described,) = c.describe_transactions(["txn"])
         assert set(described.partitions) == {ORDERS_0, offsets_tp}
-        assert c.check_offset_commit("txn", pid, epoch, "group") == NONE
+        assert c.check_offset_commit("txn", pid, epoch, "group") == ErrorCode.NONE
         assert c.check_offset_commit("txn", pid + 1, epoch, "group") == (
-            INVALID_PRODUCER_ID_MAPPING
+            ErrorCode.INVALID_PRODUCER_ID_MAPPING
         )
-        assert await c.end_txn("txn", pid, epoch, commit=True) == NONE
+        assert await c.end_txn("txn", pid, epoch, commit=True) == ErrorCode.NONE
         assert offsets_tp in {m.tp for m in h.markers.written}
 
     run(scenario, tmp_path)
@@ -519,13 +542,13 @@ def test_verify_only_answers_per_partition_and_changes_nothing(tmp_path: Path) -
         c = h.coordinator
         pid, epoch = await begin(c, ORDERS_0)
         assert c.verify_partitions("txn", pid, epoch, [ORDERS_0, ORDERS_1]) == {
-            ORDERS_0: NONE,
-            ORDERS_1: TRANSACTION_ABORTABLE,
+            ORDERS_0: ErrorCode.NONE,
+            ORDERS_1: ErrorCode.TRANSACTION_ABORTABLE,
         }
         fenced = c.verify_partitions("txn", pid, epoch + 1, [ORDERS_0])
-        assert fenced == {ORDERS_0: PRODUCER_FENCED}
+        assert fenced == {ORDERS_0: ErrorCode.PRODUCER_FENCED}
         assert c.verify_partitions("other", pid, epoch, [ORDERS_0]) == {
-            ORDERS_0: INVALID_PRODUCER_ID_MAPPING
+            ORDERS_0: ErrorCode.INVALID_PRODUCER_ID_MAPPING
         }
         (described,) = c.describe_transactions(["txn"])
         assert described.partitions == (ORDERS_0,)
@@ -554,12 +577,16 @@ def test_list_and_describe_transactions(tmp_path: Path) -> None:
         _, listed = c.list_transactions(["Ongoing"], duration_filter_ms=6000)
         assert listed == []
         described, missing, empty = c.describe_transactions(["txn", "missing", ""])
-        assert (described.error, described.state, described.producer_id) == (NONE, "Ongoing", pid)
+        assert (described.error, described.state, described.producer_id) == (
+            ErrorCode.NONE,
+            "Ongoing",
+            pid,
+        )
         assert (described.producer_epoch, described.timeout_ms) == (epoch, TIMEOUT_MS)
         assert described.start_timestamp == h.clock() - 5000
         assert described.partitions == (ORDERS_0, PAYMENTS_0)
-        assert missing.error == TRANSACTIONAL_ID_NOT_FOUND
-        assert empty.error == INVALID_REQUEST
+        assert missing.error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        assert empty.error == ErrorCode.INVALID_REQUEST
 
     run(scenario, tmp_path)
 
@@ -571,10 +598,13 @@ def test_idle_transactional_ids_expire_with_a_tombstone(tmp_path: Path) -> None:
         await c.init_producer_id("idle", TIMEOUT_MS)
         h.clock.advance(10_001)
         assert await c.expire_transactional_ids() == 1  # the open transaction stays
-        assert c.describe_transactions(["idle"])[0].error == TRANSACTIONAL_ID_NOT_FOUND
+        assert c.describe_transactions(["idle"])[0].error == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
         assert h.states_written("idle") == ["Empty", "tombstone"]
         assert state_of(h.reload(), "txn") == "Ongoing"
-        assert h.reload().describe_transactions(["idle"])[0].error == TRANSACTIONAL_ID_NOT_FOUND
+        assert (
+            h.reload().describe_transactions(["idle"])[0].error
+            == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+        )
         assert (await c.init_producer_id("idle", TIMEOUT_MS)).producer_epoch == 0
 
     run(scenario, tmp_path, transactional_id_expiration_ms=10_000)

@@ -10,26 +10,22 @@ as it is, and anything else as UNKNOWN_SERVER_ERROR.
 
 from __future__ import annotations
 
-from samsa.errors import KafkaError
-
-UNKNOWN_SERVER_ERROR = -1
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
+from samsa.errors import ErrorCode, KafkaError
 
 _WRITE_ERRORS = {
-    3: COORDINATOR_NOT_AVAILABLE,  # UNKNOWN_TOPIC_OR_PARTITION
-    19: COORDINATOR_NOT_AVAILABLE,  # NOT_ENOUGH_REPLICAS
-    7: COORDINATOR_NOT_AVAILABLE,  # REQUEST_TIMED_OUT
-    6: NOT_COORDINATOR,  # NOT_LEADER_OR_FOLLOWER
-    56: NOT_COORDINATOR,  # KAFKA_STORAGE_ERROR
-    10: UNKNOWN_SERVER_ERROR,  # MESSAGE_TOO_LARGE
-    18: UNKNOWN_SERVER_ERROR,  # RECORD_LIST_TOO_LARGE
-    4: UNKNOWN_SERVER_ERROR,  # INVALID_FETCH_SIZE
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.INVALID_FETCH_SIZE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 
 
-def write_error_code(exc: BaseException) -> int:
+def write_error_code(exc: BaseException) -> ErrorCode:
     """The code to answer for ``exc``, raised while appending to an internal topic."""
     if isinstance(exc, KafkaError):
         return _WRITE_ERRORS.get(exc.code, exc.code)
-    return UNKNOWN_SERVER_ERROR
+    return ErrorCode.UNKNOWN_SERVER_ERROR

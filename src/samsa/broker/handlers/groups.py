@@ -7,10 +7,9 @@ first FindCoordinator for a group, as Kafka creates it. The decisions live in
 translates requests and responses of every served version. FindCoordinator for
 a transactional id (key type 1) also answers this broker, after creating
 ``__transaction_state`` (see :mod:`samsa.broker.handlers.transactions`).
-An OffsetCommit the offsets topic cannot take is answered per partition with the
-error Kafka 4's coordinator answers for the failed append (NOT_ENOUGH_REPLICAS →
-COORDINATOR_NOT_AVAILABLE, KAFKA_STORAGE_ERROR → NOT_COORDINATOR, …; see
-:mod:`samsa.coordinator.errors`), never with a closed connection.
+The coordinator checks an OffsetCommit and answers each partition's error code,
+that of the failed append too (Kafka 4's mapping, :mod:`samsa.coordinator.errors`);
+this module resolves topic ids and says which topics exist.
 """
 
 from __future__ import annotations
@@ -20,21 +19,14 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import respond
-from samsa.coordinator.errors import UNKNOWN_SERVER_ERROR, write_error_code
 from samsa.coordinator.group.coordinator import (
     OFFSETS_TOPIC,
     OFFSETS_TOPIC_CONFIGS,
     JoinRequest,
+    OffsetCommitMember,
+    PartitionOffset,
 )
-from samsa.coordinator.group.group import (
-    COORDINATOR_NOT_AVAILABLE,
-    INVALID_GROUP_ID,
-    NONE,
-    OFFSET_METADATA_TOO_LARGE,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    UNSTABLE_OFFSET_COMMIT,
-)
-from samsa.coordinator.group.records import OffsetValue
+from samsa.errors import ErrorCode
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
@@ -49,7 +41,6 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
-INVALID_REQUEST = 42
 # READ, DELETE and DESCRIBE: what any client may do to a group without ACLs.
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 OPERATIONS_NOT_REQUESTED = -(2**31)
@@ -81,19 +72,30 @@ def register(broker: Broker) -> None:
 
             if not key:
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
-                        "error_code": INVALID_REQUEST,
+                        "error_code": ErrorCode.INVALID_REQUEST,
                         "error_message": "empty transactional id"}  # fmt: skip
             ensure_transaction_topic(broker)
-            return {"key": key, **listener_fields(), "error_code": 0, "error_message": None}
+            return {
+                "key": key,
+                **listener_fields(),
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+            }
         if key_type != GROUP_KEY_TYPE:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
-                    "error_code": COORDINATOR_NOT_AVAILABLE,
+                    "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     "error_message": f"coordinator key type {key_type} is not served"}  # fmt: skip
         if not key:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
-                    "error_code": INVALID_GROUP_ID, "error_message": "empty group id"}  # fmt: skip
+                    "error_code": ErrorCode.INVALID_GROUP_ID,
+                    "error_message": "empty group id"}  # fmt: skip
         ensure_offsets_topic(broker)
-        return {"key": key, **listener_fields(), "error_code": 0, "error_message": None}
+        return {
+            "key": key,
+            **listener_fields(),
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+        }
 
     async def find_coordinator(header: RequestHeader, body: Any) -> Any:
         key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
@@ -181,17 +183,14 @@ def register(broker: Broker) -> None:
 
     # -- offsets ---------------------------------------------------------------------
     async def offset_commit(header: RequestHeader, body: Any) -> Any:
-        group = body.group_id
-        generation = getattr(body, "generation_id_or_member_epoch", -1)
-        member = getattr(body, "member_id", "")
-        instance = getattr(body, "group_instance_id", None)
-        if not group:
-            group_error = INVALID_GROUP_ID
-        else:
-            group_error = coordinator.validate_commit(group, generation, member, instance)
-        now = broker.log_manager.clock()
-        accepted: dict[TopicPartition, OffsetValue] = {}
-        written: list[dict[str, Any]] = []  # the response entries of ``accepted``
+        member = OffsetCommitMember(
+            body.group_id,
+            getattr(body, "generation_id_or_member_epoch", -1),
+            getattr(body, "member_id", ""),
+            getattr(body, "group_instance_id", None),
+        )
+        requested: list[PartitionOffset] = []
+        entries: list[dict[str, Any]] = []  # the response entries of ``requested``
         topics = []
         for topic in body.topics:
             name = getattr(topic, "name", None)
@@ -200,33 +199,24 @@ def register(broker: Broker) -> None:
                 name = found.name if found is not None else None
             partitions = []
             for p in topic.partitions:
-                code = group_error
-                metadata = p.committed_metadata or ""
                 tp = TopicPartition(name or "", p.partition_index)
-                if not code and (name is None or broker.replica_manager.get(tp) is None):
-                    code = UNKNOWN_TOPIC_OR_PARTITION
-                if not code and len(metadata.encode()) > metadata_max_bytes:
-                    code = OFFSET_METADATA_TOO_LARGE
-                if not code:
-                    epoch = getattr(p, "committed_leader_epoch", -1)
-                    accepted[tp] = OffsetValue(p.committed_offset, epoch, metadata, now)
-                entry = {"partition_index": p.partition_index, "error_code": code}
-                partitions.append(entry)
-                if not code:
-                    written.append(entry)
+                exists = name is not None and broker.replica_manager.get(tp) is not None
+                requested.append(PartitionOffset(
+                    tp, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata or "", topic_exists=exists,
+                ))  # fmt: skip
+                entries.append({"partition_index": p.partition_index})
+                partitions.append(entries[-1])
             topics.append({"name": name or "", "topic_id": getattr(topic, "topic_id", None),
                            "partitions": partitions})  # fmt: skip
-        if accepted:
-            ensure_offsets_topic(broker)
-            try:
-                await coordinator.commit(group, accepted)
-            except Exception as exc:
-                # Answered per partition, as Kafka does; the cache changes only after a write.
-                failed = write_error_code(exc)
-                if failed == UNKNOWN_SERVER_ERROR:
-                    log.error("group %s: storing offsets failed", group, exc_info=exc)
-                for entry in written:
-                    entry["error_code"] = failed
+        codes = await coordinator.commit_offsets(
+            member,
+            requested,
+            metadata_max_bytes=metadata_max_bytes,
+            before_write=lambda: ensure_offsets_topic(broker),
+        )
+        for entry, code in zip(entries, codes, strict=True):
+            entry["error_code"] = code
         return respond(header, {"throttle_time": 0, "topics": topics})
 
     def fetch_group(group: str, topics: Any, require_stable: bool) -> dict[str, Any]:
@@ -242,14 +232,14 @@ def register(broker: Broker) -> None:
                 "committed_offset": -1 if value is None else value.offset,
                 "committed_leader_epoch": -1 if value is None else value.leader_epoch,
                 "metadata": "" if value is None else value.metadata,
-                "error_code": UNSTABLE_OFFSET_COMMIT
+                "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT
                 if require_stable and coordinator.has_pending_transactional(group, tp)
-                else NONE,
+                else ErrorCode.NONE,
             })  # fmt: skip
         return {
             "group_id": group,
             "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
-            "error_code": 0,
+            "error_code": ErrorCode.NONE,
         }
 
     async def offset_fetch(header: RequestHeader, body: Any) -> Any:
@@ -266,10 +256,10 @@ def register(broker: Broker) -> None:
                   for p in t.partitions]  # fmt: skip
         top, codes = await coordinator.delete_offsets(body.group_id, wanted)
         topics: dict[str, list[dict[str, Any]]] = {}
-        if top == NONE:
+        if top == ErrorCode.NONE:
             for tp in wanted:
                 topics.setdefault(tp.topic, []).append(
-                    {"partition_index": tp.partition, "error_code": codes.get(tp, NONE)}
+                    {"partition_index": tp.partition, "error_code": codes.get(tp, ErrorCode.NONE)}
                 )
         return respond(header, {
             "error_code": top,
@@ -284,7 +274,7 @@ def register(broker: Broker) -> None:
         for group_id in body.groups:
             d = coordinator.describe(group_id)
             described.append({
-                "error_code": INVALID_GROUP_ID if not group_id else NONE,
+                "error_code": ErrorCode.INVALID_GROUP_ID if not group_id else ErrorCode.NONE,
                 "group_id": group_id,
                 "group_state": d.state,
                 "protocol_type": d.protocol_type,
@@ -314,7 +304,7 @@ def register(broker: Broker) -> None:
                 continue
             groups.append({"group_id": group_id, "protocol_type": protocol_type,
                            "group_state": state, "group_type": "classic"})  # fmt: skip
-        return respond(header, {"throttle_time": 0, "error_code": NONE, "groups": groups})
+        return respond(header, {"throttle_time": 0, "error_code": ErrorCode.NONE, "groups": groups})
 
     async def delete_groups(header: RequestHeader, body: Any) -> Any:
         results = await coordinator.delete_groups(list(body.groups_names))

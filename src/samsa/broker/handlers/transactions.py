@@ -24,9 +24,10 @@ Versions and deviations:
 * TxnOffsetCommit checks the producer against the transaction coordinator's state
   (its epoch, and an ongoing transaction holding the group's offsets partition)
   rather than against the offsets partition's producer state and verification;
-  the error codes are the ones Kafka answers for each case. When the offsets
-  topic cannot take the commit, each partition gets the error Kafka 4's
-  coordinator answers for the failed append (:mod:`samsa.coordinator.errors`).
+  the error codes are the ones Kafka answers for each case. The group
+  coordinator checks the member and each partition and answers each partition's
+  code, that of a failed append too (Kafka 4's mapping,
+  :mod:`samsa.coordinator.errors`).
 """
 
 from __future__ import annotations
@@ -37,18 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import respond
 from samsa.broker.handlers.groups import ensure_offsets_topic
-from samsa.coordinator.errors import UNKNOWN_SERVER_ERROR, write_error_code
-from samsa.coordinator.group.records import OffsetValue
+from samsa.coordinator.group.coordinator import OffsetCommitMember, PartitionOffset
 from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
-from samsa.coordinator.transaction.state import (
-    INVALID_PRODUCER_EPOCH,
-    INVALID_TXN_STATE,
-    NONE,
-    OPERATION_NOT_ATTEMPTED,
-    PRODUCER_FENCED,
-    TRANSACTION_ABORTABLE,
-    UNKNOWN_TOPIC_OR_PARTITION,
-)
+from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -59,8 +51,6 @@ log = logging.getLogger(__name__)
 
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
-INVALID_GROUP_ID = 24
-OFFSET_METADATA_TOO_LARGE = 12
 TRANSACTION_STATE_CONFIGS_FIXED = {"cleanup.policy": "compact"}
 
 
@@ -83,17 +73,21 @@ def _instant(timestamp_ms: int) -> datetime.datetime:
 
 
 def for_version(
-    error: int, version: int, *, fenced_since: int, abortable_since: int | None = None
-) -> int:
+    error: ErrorCode, version: int, *, fenced_since: int, abortable_since: int | None = None
+) -> ErrorCode:
     """The error code a request version understands (Kafka's older equivalents)."""
-    if error == PRODUCER_FENCED and version < fenced_since:
-        return INVALID_PRODUCER_EPOCH
-    if error == TRANSACTION_ABORTABLE and abortable_since is not None and version < abortable_since:
-        return INVALID_TXN_STATE
+    if error == ErrorCode.PRODUCER_FENCED and version < fenced_since:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if (
+        error == ErrorCode.TRANSACTION_ABORTABLE
+        and abortable_since is not None
+        and version < abortable_since
+    ):
+        return ErrorCode.INVALID_TXN_STATE
     return error
 
 
-def _by_topic(codes: dict[TopicPartition, int]) -> list[dict[str, Any]]:
+def _by_topic(codes: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
     topics: dict[str, list[dict[str, Any]]] = {}
     for tp, code in codes.items():
         topics.setdefault(tp.topic, []).append(
@@ -119,9 +113,9 @@ def register(broker: Broker) -> None:
             codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, wanted)
         elif any(broker.replica_manager.get(tp) is None for tp in wanted):
             codes = {
-                tp: UNKNOWN_TOPIC_OR_PARTITION
+                tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 if broker.replica_manager.get(tp) is None
-                else OPERATION_NOT_ATTEMPTED
+                else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in wanted
             }
         else:
@@ -144,7 +138,7 @@ def register(broker: Broker) -> None:
             for t in body.transactions:
                 ids = (t.transactional_id, t.producer_id, t.producer_epoch)
                 results.append(await add_one(version, ids, t.topics, t.verify_only))
-            return respond(header, {"throttle_time": 0, "error_code": NONE,
+            return respond(header, {"throttle_time": 0, "error_code": ErrorCode.NONE,
                                     "results_by_transaction": results})  # fmt: skip
         ids = (
             body.v3_and_below_transactional_id,
@@ -174,57 +168,49 @@ def register(broker: Broker) -> None:
                                 "producer_id": -1, "producer_epoch": -1})  # fmt: skip
 
     # -- TxnOffsetCommit ---------------------------------------------------------------
-    def offset_commit_error(header: RequestHeader, body: Any) -> int:
-        group = body.group_id
-        if not group:
-            return INVALID_GROUP_ID
-        generation = getattr(body, "generation_id", -1)
-        member = getattr(body, "member_id", "")
-        instance = getattr(body, "group_instance_id", None)
-        if generation >= 0 or member or instance is not None:
-            error = groups.validate_commit(group, generation, member, instance)
-            if error:
-                return error
+    def producer_error(header: RequestHeader, body: Any) -> ErrorCode:
+        """The transaction coordinator's verdict on the committing producer."""
         error = coordinator.check_offset_commit(
-            body.transactional_id, body.producer_id, body.producer_epoch, group
+            body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
         )
-        if error == INVALID_TXN_STATE:
-            error = TRANSACTION_ABORTABLE  # what verification answers; older versions map back
+        if error == ErrorCode.INVALID_TXN_STATE:
+            # What verification answers; older versions map back.
+            error = ErrorCode.TRANSACTION_ABORTABLE
         return for_version(error, header.api_version, fenced_since=0, abortable_since=4)
 
     async def txn_offset_commit(header: RequestHeader, body: Any) -> Any:
-        group_error = offset_commit_error(header, body)
-        now = broker.log_manager.clock()
-        accepted: dict[TopicPartition, OffsetValue] = {}
-        codes: dict[TopicPartition, int] = {}
-        for topic in body.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                metadata = p.committed_metadata or ""
-                code = group_error
-                if not code and broker.replica_manager.get(tp) is None:
-                    code = UNKNOWN_TOPIC_OR_PARTITION
-                if not code and len(metadata.encode()) > metadata_max_bytes:
-                    code = OFFSET_METADATA_TOO_LARGE
-                if not code:
-                    epoch = getattr(p, "committed_leader_epoch", -1)
-                    accepted[tp] = OffsetValue(p.committed_offset, epoch, metadata, now)
-                codes[tp] = code
-        if accepted:
-            ensure_offsets_topic(broker)
-            try:
-                await groups.commit_transactional(
-                    body.group_id, body.producer_id, body.producer_epoch, accepted
+        member = OffsetCommitMember(
+            body.group_id,
+            getattr(body, "generation_id", -1),
+            getattr(body, "member_id", ""),
+            getattr(body, "group_instance_id", None),
+        )
+        requested = [
+            PartitionOffset(
+                TopicPartition(topic.name, p.partition_index),
+                p.committed_offset,
+                getattr(p, "committed_leader_epoch", -1),
+                p.committed_metadata or "",
+                topic_exists=broker.replica_manager.get(
+                    TopicPartition(topic.name, p.partition_index)
                 )
-            except Exception as exc:
-                # Answered per partition, as Kafka does; the cache changes only after a write.
-                failed = write_error_code(exc)
-                if failed == UNKNOWN_SERVER_ERROR:
-                    log.error("group %s: storing transactional offsets failed", body.group_id,
-                              exc_info=exc)  # fmt: skip
-                codes.update(dict.fromkeys(accepted, failed))
+                is not None,
+            )
+            for topic in body.topics
+            for p in topic.partitions
+        ]
+        codes = await groups.commit_transactional_offsets(
+            member,
+            body.producer_id,
+            body.producer_epoch,
+            requested,
+            producer_error=producer_error(header, body),
+            metadata_max_bytes=metadata_max_bytes,
+            before_write=lambda: ensure_offsets_topic(broker),
+        )
+        by_partition = {p.tp: code for p, code in zip(requested, codes, strict=True)}
         topics: dict[str, list[dict[str, Any]]] = {}
-        for tp, code in codes.items():
+        for tp, code in by_partition.items():
             topics.setdefault(tp.topic, []).append(
                 {"partition_index": tp.partition, "error_code": code}
             )
@@ -263,7 +249,7 @@ def register(broker: Broker) -> None:
         )
         return respond(header, {
             "throttle_time": 0,
-            "error_code": NONE,
+            "error_code": ErrorCode.NONE,
             "unknown_state_filters": unknown,
             "transaction_states": [
                 {"transactional_id": t.transactional_id, "producer_id": t.producer_id,

@@ -9,8 +9,8 @@ A group moves through Kafka's states::
     (any) ──deleted / offsets expired──▶ Dead
 
 This module holds the data and the pure decisions (protocol selection, member
-lookups); :mod:`samsa.coordinator.group.coordinator` drives the transitions,
-timers and persistence.
+lookups); :mod:`samsa.coordinator.group.group_metadata_manager` drives the
+transitions, timers and persistence.
 """
 
 from __future__ import annotations
@@ -18,26 +18,58 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-# Kafka error codes answered by the group coordinator.
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-OFFSET_METADATA_TOO_LARGE = 12
-COORDINATOR_NOT_AVAILABLE = 15
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
-MEMBER_ID_REQUIRED = 79
-GROUP_MAX_SIZE_REACHED = 81
-FENCED_INSTANCE_ID = 82
-GROUP_SUBSCRIBED_TO_TOPIC = 86
-UNSTABLE_OFFSET_COMMIT = 88
+from samsa.coordinator.group.records import GroupMetadataValue, MemberMetadata
+from samsa.coordinator.timer import TimerHandle
+from samsa.errors import ErrorCode
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    """The broker's ``group.*`` and ``offsets.*`` settings the coordinator uses."""
+
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2**31 - 1
+    offsets_retention_ms: int = 7 * 24 * 3600_000
+    retention_check_interval_ms: int = 600_000
+
+
+@dataclass(slots=True)
+class JoinRequest:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    require_known_member_id: bool  # JoinGroup v4+: a new member first gets an id (KIP-394)
+    supports_skip_assignment: bool = False  # JoinGroup v9+
+
+
+@dataclass(slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription] = field(default_factory=list)
 
 
 class GroupState(enum.Enum):
@@ -50,7 +82,7 @@ class GroupState(enum.Enum):
 
 @dataclass(slots=True)
 class JoinResult:
-    error: int
+    error: ErrorCode
     member_id: str = ""
     generation: int = -1
     protocol_type: str | None = None
@@ -62,7 +94,7 @@ class JoinResult:
 
 @dataclass(slots=True)
 class SyncResult:
-    error: int
+    error: ErrorCode
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
@@ -81,7 +113,7 @@ class Member:
     assignment: bytes = b""
     join_future: asyncio.Future[JoinResult] | None = None
     sync_future: asyncio.Future[SyncResult] | None = None
-    session_timer: asyncio.TimerHandle | None = None
+    session_timer: TimerHandle | None = None
     is_new: bool = False
 
     @property
@@ -128,10 +160,10 @@ class Group:
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id → member id
-    pending_members: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    pending_members: dict[str, TimerHandle] = field(default_factory=dict)
     state_timestamp: int = -1  # wall-clock ms of the last state change
-    join_timer: asyncio.TimerHandle | None = None
-    sync_timer: asyncio.TimerHandle | None = None
+    join_timer: TimerHandle | None = None
+    sync_timer: TimerHandle | None = None
     pending_sync: set[str] = field(default_factory=set)  # members yet to send SyncGroup
     initial_delay_active: bool = False
     new_member_added: bool = False  # a member joined during the initial delay
@@ -218,6 +250,30 @@ class Group:
             (m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
             for m in self.members.values()
         ]
+
+    def metadata_value(self, assignment: Mapping[str, bytes] | None = None) -> GroupMetadataValue:
+        """The group as its GroupMetadataValue record stores it (with a planned ``assignment``)."""
+        members = tuple(
+            MemberMetadata(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.session_timeout_ms,
+                m.metadata(self.protocol_name),
+                m.assignment if assignment is None else assignment.get(m.member_id, b""),
+            )
+            for m in self.members.values()
+        )
+        return GroupMetadataValue(
+            self.protocol_type or "",
+            self.generation,
+            self.protocol_name,
+            self.leader_id,
+            self.state_timestamp,
+            members,
+        )
 
     def cancel_timers(self) -> None:
         for timer in (self.join_timer, self.sync_timer, *self.pending_members.values()):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from samsa.coordinator.group.group import Group, GroupState, Member
 from samsa.coordinator.group.records import (
     GROUP_METADATA_KEY_VERSION,
     GroupMetadataValue,
@@ -153,6 +154,34 @@ class _PartitionReplay:
                     pending.setdefault(entry.group, {})[entry.tp] = entry.value
         self.skipped.summary()
         self.state.skipped += self.skipped.count
+
+
+def restore_group(group_id: str, value: GroupMetadataValue) -> Group:
+    """A group as its latest GroupMetadataValue left it: Stable with members, else Empty.
+
+    Members get their session timers when the coordinator starts; until they
+    heartbeat again, their subscription (the chosen protocol's metadata) and
+    assignment are what the record holds.
+    """
+    group = Group(
+        group_id,
+        state=GroupState.STABLE if value.members else GroupState.EMPTY,
+        generation=value.generation,
+        protocol_type=value.protocol_type or None,
+        protocol_name=value.protocol,
+        leader_id=value.leader,
+        state_timestamp=value.current_state_timestamp,
+    )
+    for m in value.members:
+        member = Member(
+            m.member_id, m.group_instance_id, m.client_id, m.client_host,
+            m.rebalance_timeout, m.session_timeout, value.protocol_type,
+            [(value.protocol or "", m.subscription)], assignment=m.assignment,
+        )  # fmt: skip
+        group.members[m.member_id] = member
+        if m.group_instance_id is not None:
+            group.static_members[m.group_instance_id] = m.member_id
+    return group
 
 
 def load_groups(logs: Iterable[Log]) -> LoadedGroups:

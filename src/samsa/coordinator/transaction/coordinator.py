@@ -62,40 +62,16 @@ from samsa.coordinator.transaction.records import (
 )
 from samsa.coordinator.transaction.state import (
     COMPLETED,
-    CONCURRENT_TRANSACTIONS,
-    COORDINATOR_NOT_AVAILABLE,
     EXPIRABLE,
-    INVALID_PRODUCER_EPOCH,
-    INVALID_PRODUCER_ID_MAPPING,
-    INVALID_REQUEST,
-    INVALID_TRANSACTION_TIMEOUT,
-    INVALID_TXN_STATE,
-    KAFKA_STORAGE_ERROR,
-    MESSAGE_TOO_LARGE,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
-    NONE,
-    NOT_COORDINATOR,
-    NOT_ENOUGH_REPLICAS,
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    NOT_LEADER_OR_FOLLOWER,
     PREPARING,
-    PRODUCER_FENCED,
-    RECORD_LIST_TOO_LARGE,
-    REQUEST_TIMED_OUT,
-    TRANSACTION_ABORTABLE,
-    TRANSACTION_COORDINATOR_FENCED,
-    TRANSACTIONAL_ID_NOT_FOUND,
-    UNKNOWN_SERVER_ERROR,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    UNSUPPORTED_FOR_MESSAGE_FORMAT,
-    UNSUPPORTED_VERSION,
     TransactionMetadata,
     TransactionState,
     Transit,
     epoch_exhausted,
 )
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.records import Record, RecordBatchBuilder
 from samsa.storage import Log
 from samsa.types import TopicPartition
@@ -113,19 +89,20 @@ WriteMarkerFn = Callable[[TopicPartition, int, int, bool, int], Awaitable[int]]
 
 # Append errors as Kafka's TransactionStateManager turns them into coordinator errors.
 _APPEND_ERRORS = {
-    UNKNOWN_TOPIC_OR_PARTITION: COORDINATOR_NOT_AVAILABLE,
-    NOT_ENOUGH_REPLICAS: COORDINATOR_NOT_AVAILABLE,
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND: COORDINATOR_NOT_AVAILABLE,
-    REQUEST_TIMED_OUT: COORDINATOR_NOT_AVAILABLE,
-    NOT_LEADER_OR_FOLLOWER: NOT_COORDINATOR,
-    KAFKA_STORAGE_ERROR: NOT_COORDINATOR,
-    MESSAGE_TOO_LARGE: UNKNOWN_SERVER_ERROR,
-    RECORD_LIST_TOO_LARGE: UNKNOWN_SERVER_ERROR,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.MESSAGE_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
+    ErrorCode.RECORD_LIST_TOO_LARGE: ErrorCode.UNKNOWN_SERVER_ERROR,
 }
 # Marker errors after which the partition no longer waits for its marker.
 _MARKER_GIVE_UP = frozenset({
-    UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, UNSUPPORTED_FOR_MESSAGE_FORMAT,
-    INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNSUPPORTED_VERSION,
+    ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, ErrorCode.INVALID_PRODUCER_EPOCH,
+    ErrorCode.TRANSACTION_COORDINATOR_FENCED,
 })  # fmt: skip
 
 
@@ -143,7 +120,7 @@ class TransactionConfig:
 
 @dataclass(frozen=True, slots=True)
 class InitResult:
-    error: int
+    error: ErrorCode
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
 
@@ -158,7 +135,7 @@ class TransactionListing:
 @dataclass(frozen=True, slots=True)
 class TransactionDescription:
     transactional_id: str
-    error: int
+    error: ErrorCode
     state: str = ""
     timeout_ms: int = 0
     start_timestamp: int = -1
@@ -289,11 +266,11 @@ class TransactionCoordinator:
         producer's current ones when it asks for an epoch bump to recover.
         """
         if not transactional_id:
-            return InitResult(INVALID_REQUEST)
+            return InitResult(ErrorCode.INVALID_REQUEST)
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
-            return InitResult(INVALID_REQUEST)
+            return InitResult(ErrorCode.INVALID_REQUEST)
         if not 0 < transaction_timeout_ms <= self.config.max_timeout_ms:
-            return InitResult(INVALID_TRANSACTION_TIMEOUT)
+            return InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT)
         expected_epoch = None if producer_id == NO_PRODUCER_ID else producer_epoch
         txn = self._txns.get(transactional_id)
         if txn is None:
@@ -306,13 +283,13 @@ class TransactionCoordinator:
             self._txns[transactional_id] = txn
         while True:
             if txn.pending_state is not None:
-                return InitResult(CONCURRENT_TRANSACTIONS)
+                return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
             if expected_epoch is not None and not txn.expected_producer_valid(
                 producer_id, expected_epoch
             ):
-                return InitResult(PRODUCER_FENCED)
+                return InitResult(ErrorCode.PRODUCER_FENCED)
             if txn.state in PREPARING:
-                return InitResult(CONCURRENT_TRANSACTIONS)
+                return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
             if txn.state is not TransactionState.ONGOING:
                 break
             log.info(
@@ -325,7 +302,9 @@ class TransactionCoordinator:
                 return InitResult(error)
             await self._completed(txn)
             if txn.state not in COMPLETED:
-                return InitResult(CONCURRENT_TRANSACTIONS)  # shutting down; the client retries
+                return InitResult(
+                    ErrorCode.CONCURRENT_TRANSACTIONS
+                )  # shutting down; the client retries
         now = self._clock()
         transit: Transit | None
         if epoch_exhausted(txn.producer_epoch) and expected_epoch in (None, txn.producer_epoch):
@@ -338,7 +317,7 @@ class TransactionCoordinator:
         else:
             transit = txn.bump_epoch(transaction_timeout_ms, expected_epoch, now)
             if transit is None:
-                return InitResult(PRODUCER_FENCED)
+                return InitResult(ErrorCode.PRODUCER_FENCED)
         error = await self._write(txn, transit)
         if error:
             return InitResult(error)
@@ -348,21 +327,21 @@ class TransactionCoordinator:
             txn.producer_id,
             txn.producer_epoch,
         )
-        return InitResult(NONE, txn.producer_id, txn.producer_epoch)
+        return InitResult(ErrorCode.NONE, txn.producer_id, txn.producer_epoch)
 
     # -- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------
     def _producer_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int
-    ) -> tuple[int, TransactionMetadata | None]:
+    ) -> tuple[ErrorCode, TransactionMetadata | None]:
         """The id's metadata if the request's producer is its current one, else the error."""
         if not transactional_id:
-            return INVALID_REQUEST, None
+            return ErrorCode.INVALID_REQUEST, None
         txn = self._txns.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
-            return INVALID_PRODUCER_ID_MAPPING, None
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
         if txn.producer_epoch != producer_epoch:
-            return PRODUCER_FENCED, None
-        return NONE, txn
+            return ErrorCode.PRODUCER_FENCED, None
+        return ErrorCode.NONE, txn
 
     async def add_partitions(
         self,
@@ -370,21 +349,21 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
-    ) -> int:
+    ) -> ErrorCode:
         """AddPartitionsToTxn: the partitions join the producer's (possibly new) transaction."""
         error, txn = self._producer_txn(transactional_id, producer_id, producer_epoch)
         if txn is None:
             return error
         if txn.pending_state is not None or txn.state in PREPARING:
-            return CONCURRENT_TRANSACTIONS
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         wanted = frozenset(partitions)
         if txn.state is TransactionState.ONGOING and wanted <= txn.partitions:
-            return NONE
+            return ErrorCode.NONE
         return await self._write(txn, txn.add_partitions(wanted, self._clock()))
 
     async def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
-    ) -> int:
+    ) -> ErrorCode:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
         return await self.add_partitions(
             transactional_id, producer_id, producer_epoch, [self.offsets_partition_of(group_id)]
@@ -396,7 +375,7 @@ class TransactionCoordinator:
         producer_id: int,
         producer_epoch: int,
         partitions: Iterable[TopicPartition],
-    ) -> dict[TopicPartition, int]:
+    ) -> dict[TopicPartition, ErrorCode]:
         """AddPartitionsToTxn ``verify_only``: whether each partition is in the transaction.
 
         Kafka's answers: the producer's errors or CONCURRENT_TRANSACTIONS for every
@@ -406,35 +385,38 @@ class TransactionCoordinator:
         wanted = list(partitions)
         error, txn = self._producer_txn(transactional_id, producer_id, producer_epoch)
         if txn is not None and txn.state in PREPARING:
-            error, txn = CONCURRENT_TRANSACTIONS, None
+            error, txn = ErrorCode.CONCURRENT_TRANSACTIONS, None
         if txn is None:
             return dict.fromkeys(wanted, error)
-        return {tp: NONE if tp in txn.partitions else TRANSACTION_ABORTABLE for tp in wanted}
+        return {
+            tp: ErrorCode.NONE if tp in txn.partitions else ErrorCode.TRANSACTION_ABORTABLE
+            for tp in wanted
+        }
 
     def check_offset_commit(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
-    ) -> int:
+    ) -> ErrorCode:
         """Whether a TxnOffsetCommit may be written: the producer is current and its
         Ongoing transaction holds the group's offsets partition (AddOffsetsToTxn came
         first). Kafka checks the epoch against the offsets partition's producer state
-        (INVALID_PRODUCER_EPOCH) and, with verification, the partition's membership
-        (INVALID_TXN_STATE); this answers the same from the coordinator's state.
+        (ErrorCode.INVALID_PRODUCER_EPOCH) and, with verification, the partition's membership
+        (ErrorCode.INVALID_TXN_STATE); this answers the same from the coordinator's state.
         """
         txn = self._txns.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
-            return INVALID_PRODUCER_ID_MAPPING
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
         if txn.producer_epoch != producer_epoch:
-            return INVALID_PRODUCER_EPOCH
+            return ErrorCode.INVALID_PRODUCER_EPOCH
         if txn.state is not TransactionState.ONGOING:
-            return INVALID_TXN_STATE
+            return ErrorCode.INVALID_TXN_STATE
         if self.offsets_partition_of(group_id) not in txn.partitions:
-            return INVALID_TXN_STATE
-        return NONE
+            return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.NONE
 
     # -- EndTxn -----------------------------------------------------------------------
     async def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
-    ) -> int:
+    ) -> ErrorCode:
         """EndTxn: commit or abort the producer's transaction, markers included.
 
         A retry after the transaction completed the same way answers NONE; one that
@@ -444,7 +426,7 @@ class TransactionCoordinator:
         if txn is None:
             return error
         if txn.pending_state is not None:
-            return CONCURRENT_TRANSACTIONS
+            return ErrorCode.CONCURRENT_TRANSACTIONS
         state = txn.state
         if state is TransactionState.ONGOING:
             error = await self._prepare_end(txn, commit)
@@ -453,15 +435,19 @@ class TransactionCoordinator:
             return error
         if state in COMPLETED:
             done_commit = state is TransactionState.COMPLETE_COMMIT
-            return NONE if done_commit == commit else INVALID_TXN_STATE
+            return ErrorCode.NONE if done_commit == commit else ErrorCode.INVALID_TXN_STATE
         if state in PREPARING:
             preparing_commit = state is TransactionState.PREPARE_COMMIT
-            return CONCURRENT_TRANSACTIONS if preparing_commit == commit else INVALID_TXN_STATE
-        return INVALID_TXN_STATE
+            return (
+                ErrorCode.CONCURRENT_TRANSACTIONS
+                if preparing_commit == commit
+                else ErrorCode.INVALID_TXN_STATE
+            )
+        return ErrorCode.INVALID_TXN_STATE
 
     async def _prepare_end(
         self, txn: TransactionMetadata, commit: bool, fence: bool = False
-    ) -> int:
+    ) -> ErrorCode:
         """Write PrepareCommit/PrepareAbort and start the markers; fencing bumps the epoch."""
         error = await self._write(txn, txn.prepare_end(commit, self._clock(), fence))
         if error:
@@ -470,7 +456,7 @@ class TransactionCoordinator:
             return error
         txn.failed_epoch_fence = False
         self._start_completion(txn)
-        return NONE
+        return ErrorCode.NONE
 
     def _start_completion(self, txn: TransactionMetadata) -> None:
         txn.completion = asyncio.get_running_loop().create_future()
@@ -516,8 +502,8 @@ class TransactionCoordinator:
                 error = await self._write_marker(tp, producer_id, epoch, commit, COORDINATOR_EPOCH)
             except Exception:
                 log.exception("writing a transaction marker to %s failed; retrying", tp)
-                error = UNKNOWN_SERVER_ERROR
-            if error == NONE:
+                error = ErrorCode.UNKNOWN_SERVER_ERROR
+            if error == ErrorCode.NONE:
                 return
             if error in _MARKER_GIVE_UP:
                 log.warning(
@@ -632,16 +618,18 @@ class TransactionCoordinator:
         for transactional_id in transactional_ids:
             txn = self._txns.get(transactional_id)
             if not transactional_id:
-                described.append(TransactionDescription(transactional_id, INVALID_REQUEST))
+                described.append(
+                    TransactionDescription(transactional_id, ErrorCode.INVALID_REQUEST)
+                )
             elif txn is None or txn.state is TransactionState.DEAD:
                 described.append(
-                    TransactionDescription(transactional_id, TRANSACTIONAL_ID_NOT_FOUND)
+                    TransactionDescription(transactional_id, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND)
                 )
             else:
                 described.append(
                     TransactionDescription(
                         transactional_id,
-                        NONE,
+                        ErrorCode.NONE,
                         txn.state.kafka_name,
                         txn.timeout_ms,
                         txn.start_timestamp,
@@ -653,7 +641,7 @@ class TransactionCoordinator:
         return described
 
     # -- persistence -------------------------------------------------------------------
-    async def _write(self, txn: TransactionMetadata, transit: Transit) -> int:
+    async def _write(self, txn: TransactionMetadata, transit: Transit) -> ErrorCode:
         """Append the transition's record, then apply it; a Kafka error code, NONE on success."""
         txn.pending_state = transit.state
         builder = RecordBatchBuilder()
@@ -681,10 +669,10 @@ class TransactionCoordinator:
                 transit.state.kafka_name,
                 exc,
             )
-            return COORDINATOR_NOT_AVAILABLE
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:
             txn.apply(transit)
-            return NONE
+            return ErrorCode.NONE
         finally:
             txn.pending_state = None
 
