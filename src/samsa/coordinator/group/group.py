@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from samsa.coordinator.group.records import GroupMetadataValue, MemberMetadata
 from samsa.coordinator.timer import TimerHandle
 from samsa.errors import ErrorCode
+from samsa.protocol.consumer_protocol import parse_subscription
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +251,37 @@ class Group:
             (m.member_id, m.group_instance_id, m.metadata(self.protocol_name))
             for m in self.members.values()
         ]
+
+    def validate_offset_commit(
+        self, generation: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        """Kafka's ``ClassicGroup.validateOffsetCommit``: may this member commit now?
+
+        A commit naming no member (generation -1, no ids) is only taken while the
+        group has no members, as a simple consumer's or an admin tool's.
+        """
+        if self.is_(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation >= 0 or member_id or group_instance_id is not None:
+            if self.static_member_fenced(member_id, group_instance_id):
+                return ErrorCode.FENCED_INSTANCE_ID
+            if member_id not in self.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation != self.generation:
+                return ErrorCode.ILLEGAL_GENERATION
+            if self.is_(GroupState.COMPLETING_REBALANCE):
+                return ErrorCode.REBALANCE_IN_PROGRESS
+            return ErrorCode.NONE
+        if not self.is_(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members may commit for a group that has them
+        return ErrorCode.NONE
+
+    def subscribed_topics(self) -> set[str]:
+        """Topics the members subscribe to (consumer protocol); raises CorruptRecordError."""
+        topics: set[str] = set()
+        for member in self.members.values():
+            topics.update(parse_subscription(member.metadata(self.protocol_name)).topics)
+        return topics
 
     def metadata_value(self, assignment: Mapping[str, bytes] | None = None) -> GroupMetadataValue:
         """The group as its GroupMetadataValue record stores it (with a planned ``assignment``)."""

@@ -44,7 +44,6 @@ from samsa.coordinator.group.records import (
 )
 from samsa.coordinator.timer import Timer
 from samsa.errors import ErrorCode
-from samsa.protocol.consumer_protocol import parse_subscription
 from samsa.records import RecordBatchBuilder
 from samsa.types import TopicPartition
 
@@ -571,23 +570,11 @@ class GroupMetadataManager:
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if generation >= 0 or member_id or group_instance_id is not None:
-            if group.static_member_fenced(member_id, group_instance_id):
-                return ErrorCode.FENCED_INSTANCE_ID
-            member = group.members.get(member_id)
-            if member is None:
-                return ErrorCode.UNKNOWN_MEMBER_ID
-            if generation != group.generation:
-                return ErrorCode.ILLEGAL_GENERATION
-            if group.is_(GroupState.COMPLETING_REBALANCE):
-                return ErrorCode.REBALANCE_IN_PROGRESS
+        error = group.validate_offset_commit(generation, member_id, group_instance_id)
+        member = group.members.get(member_id)
+        if error == ErrorCode.NONE and member is not None:
             self._arm_session(group, member)
-            return ErrorCode.NONE
-        if not group.is_(GroupState.EMPTY):
-            return ErrorCode.UNKNOWN_MEMBER_ID  # only members may commit for a group that has them
-        return ErrorCode.NONE
+        return error
 
     def get(self, group_id: str) -> Group | None:
         return self._groups.get(group_id)
@@ -607,15 +594,6 @@ class GroupMetadataManager:
 
     def all_groups(self) -> list[Group]:
         return list(self._groups.values())
-
-    @staticmethod
-    def subscribed_topics(group: Group) -> set[str]:
-        """Topics the members subscribe to (consumer protocol); raises CorruptRecordError."""
-        topics: set[str] = set()
-        for member in group.members.values():
-            metadata = member.metadata(group.protocol_name)
-            topics.update(parse_subscription(metadata).topics)
-        return topics
 
     def groups(self) -> list[str]:
         return sorted(self._groups)

@@ -268,7 +268,7 @@ class OffsetMetadataManager:
             if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
                 return ErrorCode.NON_EMPTY_GROUP, {}
             try:
-                subscribed = self._groups.subscribed_topics(group)
+                subscribed = group.subscribed_topics()
             except CorruptRecordError:
                 return ErrorCode.NON_EMPTY_GROUP, {}
         codes: dict[TopicPartition, ErrorCode] = {}
@@ -398,7 +398,7 @@ class OffsetMetadataManager:
                         expired.append(tp)
             elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.is_(GroupState.STABLE):
                 try:
-                    subscribed = self._groups.subscribed_topics(group)
+                    subscribed = group.subscribed_topics()
                 except CorruptRecordError:
                     continue
                 expired = [
