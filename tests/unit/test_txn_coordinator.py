@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.conftest import ManualClock
+from tests.conftest import ManualClock, ManualTimer
 
 from samsa.coordinator.group.records import partition_for
 from samsa.coordinator.transaction.coordinator import (
@@ -90,6 +90,7 @@ class Harness:
     def __init__(self, tmp: Path, clock: ManualClock, **config: Any) -> None:
         self.tmp = tmp
         self.clock = clock
+        self.timer = ManualTimer(clock)
         self.config = TransactionConfig(**{"marker_retry_backoff_ms": 5, **config})
         self.logs: dict[TopicPartition, Log] = {}
         self.markers = FakeMarkers()
@@ -103,7 +104,7 @@ class Harness:
     def new_coordinator(self) -> TransactionCoordinator:
         return TransactionCoordinator(
             PARTITIONS, self.append, self.clock, self.markers, self.allocate_producer_id,
-            config=self.config,
+            config=self.config, timer=self.timer,
         )  # fmt: skip
 
     def log_for(self, tp: TopicPartition) -> Log:
@@ -155,12 +156,19 @@ def run(make: Callable[[Harness], Awaitable[T]], tmp_path: Path, **config: Any) 
     return asyncio.run(main())
 
 
-async def until(condition: Callable[[], bool], seconds: float = 2.0) -> None:
-    for _ in range(int(seconds / 0.005)):
+async def until(condition: Callable[[], bool], turns: int = 1000) -> None:
+    """Let tasks run until ``condition`` holds (event-loop turns; the clock does not move)."""
+    for _ in range(turns):
         if condition():
             return
-        await asyncio.sleep(0.005)
-    raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0)
+    raise AssertionError(f"condition not reached in {turns} event-loop turns")
+
+
+async def settle(turns: int = 20) -> None:
+    """Let every task that can run do so (event-loop turns; the clock does not move)."""
+    for _ in range(turns):
+        await asyncio.sleep(0)
 
 
 def state_of(c: TransactionCoordinator, transactional_id: str) -> str:
@@ -261,7 +269,18 @@ def test_marker_errors_are_retried_and_a_deleted_partition_is_given_up(tmp_path:
             ErrorCode.NOT_ENOUGH_REPLICAS,
         ]
         h.markers.errors[PAYMENTS_0] = [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]  # deleted: given up
-        assert await c.end_txn("txn", pid, epoch, commit=True) == ErrorCode.NONE
+        ending = asyncio.create_task(c.end_txn("txn", pid, epoch, commit=True))
+        await until(lambda: len(h.markers.errors[ORDERS_0]) == 1)
+        h.timer.advance(4)  # the first retry waits the backoff, 5 ms
+        await settle()
+        assert h.markers.errors[ORDERS_0] == [ErrorCode.NOT_ENOUGH_REPLICAS]
+        h.timer.advance(1)
+        await until(lambda: not h.markers.errors[ORDERS_0])
+        h.timer.advance(9)  # the second waits twice as long
+        await settle()
+        assert not ending.done() and h.markers.written == []
+        h.timer.advance(1)
+        assert await ending == ErrorCode.NONE
         assert [m.tp for m in h.markers.written] == [ORDERS_0]
         assert state_of(c, "txn") == "CompleteCommit"
 
@@ -438,9 +457,10 @@ def test_timed_out_transaction_is_aborted_with_an_epoch_bump(tmp_path: Path) -> 
     async def scenario(h: Harness) -> None:
         c = h.coordinator
         pid, epoch = await begin(c, ORDERS_0)
-        await asyncio.sleep(0.05)
-        assert state_of(c, "txn") == "Ongoing"  # not yet: the clock has not moved
-        h.clock.advance(TIMEOUT_MS + 1)
+        h.timer.advance(10)  # the timeout check runs
+        await until(lambda: h.timer.pending() == 2)  # both periodic checks wait again
+        assert state_of(c, "txn") == "Ongoing"  # not yet: the transaction is 10 ms old
+        h.timer.advance(TIMEOUT_MS - 10 + 1)
         await until(lambda: state_of(c, "txn") == "CompleteAbort")
         assert h.markers.written == [Marker(ORDERS_0, pid, epoch + 1, False, 0)]
         (described,) = c.describe_transactions(["txn"])

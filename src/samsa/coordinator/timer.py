@@ -46,3 +46,18 @@ class LoopTimer:
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
         return asyncio.get_running_loop().call_later(max(delay_ms, 0) / 1000, callback)
+
+
+async def sleep_ms(timer: Timer, delay_ms: int) -> None:
+    """Wait ``delay_ms`` milliseconds of ``timer``'s time (a cancelled wait cancels its timeout)."""
+    woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def wake() -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    handle = timer.call_later(delay_ms, wake)
+    try:
+        await woken
+    finally:
+        handle.cancel()

@@ -35,7 +35,10 @@ Deliberate choices, where Kafka leaves room or has more than one node:
 * Expired transactional ids (idle past ``transactional.id.expiration.ms`` in
   Empty or Complete*) are removed with a tombstone, as in Kafka.
 
-Everything runs on the broker's event loop; waiting is event-driven.
+Everything runs on the broker's event loop; waiting is event-driven. Time — the
+timeout and expiry checks, marker retry backoff, record timestamps — comes from a
+:class:`~samsa.coordinator.timer.Timer`, the event loop's unless a test passes a
+manual one.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from samsa.coordinator.replay import (
     batch_records,
     partition_batches,
 )
+from samsa.coordinator.timer import LoopTimer, Timer, sleep_ms
 from samsa.coordinator.transaction.records import (
     decode_transaction_log_key,
     decode_transaction_log_value,
@@ -81,7 +85,7 @@ log = logging.getLogger(__name__)
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
 COORDINATOR_EPOCH = 0
-_MAX_RETRY_BACKOFF_S = 5.0
+_MAX_RETRY_BACKOFF_MS = 5000
 
 AppendFn = Callable[[TopicPartition, bytes], Awaitable[Any]]
 # (partition, producer id, producer epoch, commit, coordinator epoch) → Kafka error code
@@ -156,11 +160,12 @@ class TransactionCoordinator:
         allocate_producer_id: Callable[[], int],
         *,
         config: TransactionConfig | None = None,
+        timer: Timer | None = None,
     ) -> None:
         self.partitions = partitions
         self.config = config or TransactionConfig()
         self._append = append
-        self._clock = clock
+        self._timer = timer or LoopTimer(clock)
         self._write_marker = write_marker
         self._allocate_producer_id = allocate_producer_id
         self._txns: dict[str, TransactionMetadata] = {}
@@ -241,7 +246,7 @@ class TransactionCoordinator:
 
     async def _every(self, interval_ms: int, action: Callable[[], Awaitable[int]]) -> None:
         while True:
-            await asyncio.sleep(interval_ms / 1000)
+            await sleep_ms(self._timer, interval_ms)
             try:
                 await action()
             except Exception:
@@ -278,7 +283,7 @@ class TransactionCoordinator:
                 transactional_id,
                 self._allocate_producer_id(),
                 timeout_ms=transaction_timeout_ms,
-                last_update_timestamp=self._clock(),
+                last_update_timestamp=self._timer.now_ms(),
             )
             self._txns[transactional_id] = txn
         while True:
@@ -305,7 +310,7 @@ class TransactionCoordinator:
                 return InitResult(
                     ErrorCode.CONCURRENT_TRANSACTIONS
                 )  # shutting down; the client retries
-        now = self._clock()
+        now = self._timer.now_ms()
         transit: Transit | None
         if epoch_exhausted(txn.producer_epoch) and expected_epoch in (None, txn.producer_epoch):
             transit = txn.rotate_producer_id(
@@ -359,7 +364,7 @@ class TransactionCoordinator:
         wanted = frozenset(partitions)
         if txn.state is TransactionState.ONGOING and wanted <= txn.partitions:
             return ErrorCode.NONE
-        return await self._write(txn, txn.add_partitions(wanted, self._clock()))
+        return await self._write(txn, txn.add_partitions(wanted, self._timer.now_ms()))
 
     async def add_offsets(
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
@@ -449,7 +454,7 @@ class TransactionCoordinator:
         self, txn: TransactionMetadata, commit: bool, fence: bool = False
     ) -> ErrorCode:
         """Write PrepareCommit/PrepareAbort and start the markers; fencing bumps the epoch."""
-        error = await self._write(txn, txn.prepare_end(commit, self._clock(), fence))
+        error = await self._write(txn, txn.prepare_end(commit, self._timer.now_ms(), fence))
         if error:
             if fence:
                 txn.failed_epoch_fence = True  # the bumped epoch was never handed out
@@ -475,10 +480,11 @@ class TransactionCoordinator:
             await asyncio.gather(
                 *(self._send_marker(tp, producer_id, epoch, commit) for tp in partitions)
             )
-            backoff = self.config.marker_retry_backoff_ms / 1000
-            while await self._write(txn, txn.complete(self._clock())):
-                await asyncio.sleep(backoff)  # the outcome is decided; only the record is late
-                backoff = min(backoff * 2, _MAX_RETRY_BACKOFF_S)
+            backoff_ms = self.config.marker_retry_backoff_ms
+            while await self._write(txn, txn.complete(self._timer.now_ms())):
+                # The outcome is decided; only the record is late.
+                await sleep_ms(self._timer, backoff_ms)
+                backoff_ms = min(backoff_ms * 2, _MAX_RETRY_BACKOFF_MS)
             log.debug(
                 "transactional id %s: %s of producer %d epoch %d complete (%d partitions)",
                 txn.transactional_id,
@@ -496,7 +502,7 @@ class TransactionCoordinator:
     async def _send_marker(
         self, tp: TopicPartition, producer_id: int, epoch: int, commit: bool
     ) -> None:
-        delay = self.config.marker_retry_backoff_ms / 1000
+        delay_ms = self.config.marker_retry_backoff_ms
         while True:
             try:
                 error = await self._write_marker(tp, producer_id, epoch, commit, COORDINATOR_EPOCH)
@@ -515,15 +521,15 @@ class TransactionCoordinator:
                 )
                 return
             log.info("transaction marker to %s failed with error %d; retrying", tp, error)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _MAX_RETRY_BACKOFF_S)
+            await sleep_ms(self._timer, delay_ms)
+            delay_ms = min(delay_ms * 2, _MAX_RETRY_BACKOFF_MS)
 
     # -- timeouts and expiry -----------------------------------------------------------
     async def abort_timed_out_transactions(self) -> int:
         """Abort every Ongoing transaction older than its timeout, fencing its producer."""
         aborted = 0
         for txn in list(self._txns.values()):
-            now = self._clock()
+            now = self._timer.now_ms()
             if (
                 txn.state is TransactionState.ONGOING
                 and txn.pending_state is None
@@ -541,7 +547,7 @@ class TransactionCoordinator:
 
     async def expire_transactional_ids(self) -> int:
         """Forget ids idle in Empty/Complete* past ``transactional.id.expiration.ms``."""
-        horizon = self._clock() - self.config.transactional_id_expiration_ms
+        horizon = self._timer.now_ms() - self.config.transactional_id_expiration_ms
         by_partition: dict[TopicPartition, list[TransactionMetadata]] = {}
         for txn in self._txns.values():
             if (
@@ -554,7 +560,7 @@ class TransactionCoordinator:
         removed = 0
         for tp, expired in by_partition.items():
             builder = RecordBatchBuilder()
-            now = self._clock()
+            now = self._timer.now_ms()
             for txn in expired:
                 builder.append(
                     None, key=encode_transaction_log_key(txn.transactional_id), timestamp=now
@@ -593,7 +599,7 @@ class TransactionCoordinator:
         unknown = [name for name in names if TransactionState.from_kafka_name(name) is None]
         states = {s for name in names if (s := TransactionState.from_kafka_name(name)) is not None}
         producers = set(producer_id_filters)
-        now = self._clock()
+        now = self._timer.now_ms()
         found = []
         for txn in self._txns.values():
             if txn.state is TransactionState.DEAD:
@@ -648,7 +654,7 @@ class TransactionCoordinator:
         builder.append(
             encode_transaction_log_value(txn.log_value(transit)),
             key=encode_transaction_log_key(txn.transactional_id),
-            timestamp=self._clock(),
+            timestamp=self._timer.now_ms(),
         )
         try:
             await self._append(self.partition_of(txn.transactional_id), builder.build())
