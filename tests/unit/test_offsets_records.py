@@ -17,6 +17,7 @@ from samsa.coordinator.group.records import (
     encode_offset_key,
     encode_offset_value,
     java_string_hash,
+    key_version,
     partition_for,
 )
 from samsa.errors import CorruptRecordError
@@ -163,3 +164,14 @@ def test_any_mangled_key_or_value_decodes_or_is_corrupt(
     hostile = raw[:position] + replacement + raw[position + len(replacement) :]
     with contextlib.suppress(CorruptRecordError):
         decode(hostile)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("key", [b"", b"\x00"])
+def test_a_key_shorter_than_its_version_is_corrupt(key: bytes) -> None:
+    with pytest.raises(CorruptRecordError, match="offsets record key"):
+        key_version(key)
+
+
+def test_the_key_version_is_the_leading_int16() -> None:
+    assert key_version(encode_offset_key(OffsetKey("g", "t", 0))) == 1
+    assert key_version(b"\x00\x02\x00\x01g") == 2

@@ -123,14 +123,13 @@ def encode_offset_value(value: OffsetValue) -> bytes:
     return (
         _VALUE_HEAD.pack(OFFSET_COMMIT_VALUE_VERSION, value.offset, value.leader_epoch)
         + encode_string(value.metadata)
-        + struct.pack(">q", value.commit_timestamp)
+        + _I64.pack(value.commit_timestamp)
     )
 
 
 def key_version(data: bytes) -> int:
-    if len(data) < 2:
-        raise CorruptRecordError("offsets record key is shorter than its version")
-    return int(_I16.unpack_from(data)[0])
+    """The int16 version every key starts with: 0 or 1 an offset commit, 2 a group."""
+    return WireReader(data, "offsets record key").read_int16()
 
 
 def decode_offset_key(data: bytes) -> OffsetKey:

@@ -28,6 +28,7 @@ pass it here.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from samsa.errors import CorruptRecordError
@@ -192,15 +193,17 @@ def _read_partitions(reader: _Reader) -> TopicPartitions | None:
     return tuple(partitions)
 
 
-def _tagged_int(fields: dict[int, bytes], tag: int, layout: struct.Struct, default: int) -> int:
+def _tagged_int(
+    fields: dict[int, bytes], tag: int, read: Callable[[WireReader], int], default: int
+) -> int:
+    """A tagged field holding one integer; bytes before or after it are corrupt."""
     raw = fields.get(tag)
     if raw is None:
         return default
-    if len(raw) != layout.size:
-        raise CorruptRecordError(
-            f"transaction log value: tagged field {tag} has {len(raw)} bytes, not {layout.size}"
-        )
-    return int(layout.unpack(raw)[0])
+    reader = WireReader(raw, f"transaction log value: tagged field {tag}")
+    value = read(reader)
+    reader.expect_end()
+    return value
 
 
 def decode_transaction_log_value(data: bytes) -> TransactionLogValue:
@@ -227,8 +230,12 @@ def decode_transaction_log_value(data: bytes) -> TransactionLogValue:
         partitions,
         last_update,
         start,
-        previous_producer_id=_tagged_int(tagged, TAG_PREVIOUS_PRODUCER_ID, _I64, -1),
-        next_producer_id=_tagged_int(tagged, TAG_NEXT_PRODUCER_ID, _I64, -1),
-        client_transaction_version=_tagged_int(tagged, TAG_CLIENT_TRANSACTION_VERSION, _I16, 0),
-        next_producer_epoch=_tagged_int(tagged, TAG_NEXT_PRODUCER_EPOCH, _I16, -1),
+        previous_producer_id=_tagged_int(
+            tagged, TAG_PREVIOUS_PRODUCER_ID, WireReader.read_int64, -1
+        ),
+        next_producer_id=_tagged_int(tagged, TAG_NEXT_PRODUCER_ID, WireReader.read_int64, -1),
+        client_transaction_version=_tagged_int(
+            tagged, TAG_CLIENT_TRANSACTION_VERSION, WireReader.read_int16, 0
+        ),
+        next_producer_epoch=_tagged_int(tagged, TAG_NEXT_PRODUCER_EPOCH, WireReader.read_int16, -1),
     )
