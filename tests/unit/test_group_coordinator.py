@@ -599,6 +599,72 @@ def test_offsets_of_empty_groups_expire(tmp_path: Path) -> None:
     run(scenario, tmp_path, offsets_retention_ms=60_000)
 
 
+def test_offsets_expire_at_the_retention_check_interval_without_being_asked(
+    tmp_path: Path,
+) -> None:
+    tp = TopicPartition("t", 0)
+
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        await c.commit("old", {tp: OffsetValue(1, -1, "", h.clock())})
+        for _ in range(5):  # checks at 10 s … 50 s: not yet 60 s old
+            h.timer.advance(10_000)
+            await settle()
+        assert c.committed("old") == {tp: OffsetValue(1, -1, "", h.clock() - 50_000)}
+        h.timer.advance(10_000)
+        await settle()
+        assert c.committed("old") == {} and "old" not in c.groups()
+        assert "old" not in h.reload().groups()
+
+    run(scenario, tmp_path, offsets_retention_ms=60_000, retention_check_interval_ms=10_000)
+
+
+def test_a_loaded_member_that_does_not_heartbeat_after_a_restart_leaves_at_its_session_timeout(
+    tmp_path: Path,
+) -> None:
+    async def scenario(h: Harness) -> None:
+        a, _ = await join_and_sync(h, request(session_timeout_ms=200))
+        fresh = h.reload()
+        fresh.start()
+        try:
+            assert [m.member_id for m in fresh.describe("g").members] == [a.member_id]
+            h.timer.advance(199)
+            assert fresh.heartbeat("g", a.generation, a.member_id, None) == ErrorCode.NONE
+            h.timer.advance(199)  # the heartbeat gave it another 200 ms
+            assert fresh.describe("g").state == "Stable"
+            h.timer.advance(1)
+            assert fresh.describe("g").members == []
+            assert fresh.heartbeat("g", a.generation, a.member_id, None) == (
+                ErrorCode.UNKNOWN_MEMBER_ID
+            )
+        finally:
+            await fresh.shutdown()
+
+    run(scenario, tmp_path)
+
+
+def test_a_commit_creates_the_offsets_topic_only_when_it_writes(tmp_path: Path) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        writes: list[str] = []
+        refused = PartitionOffset(TopicPartition("gone", 0), 1, topic_exists=False)
+        member = OffsetCommitMember("g")
+        codes = await c.commit_offsets(
+            member, [refused], metadata_max_bytes=10, before_write=lambda: writes.append("g")
+        )
+        assert codes == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] and writes == []
+        codes = await c.commit_offsets(
+            member,
+            [refused, PartitionOffset(TopicPartition("t", 0), 1)],
+            metadata_max_bytes=10,
+            before_write=lambda: writes.append("g"),
+        )
+        assert codes == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NONE]
+        assert writes == ["g"]
+
+    run(scenario, tmp_path)
+
+
 def test_failed_assignment_write_restarts_rebalance(tmp_path: Path) -> None:
     async def scenario(h: Harness) -> None:
         c = h.coordinator
