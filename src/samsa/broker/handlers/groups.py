@@ -14,7 +14,6 @@ this module resolves topic ids and says which topics exist.
 
 from __future__ import annotations
 
-import logging
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +32,6 @@ from samsa.types import TopicPartition
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
-
-log = logging.getLogger(__name__)
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14

@@ -33,7 +33,6 @@ Versions and deviations:
 from __future__ import annotations
 
 import datetime
-import logging
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import respond
@@ -46,8 +45,6 @@ from samsa.types import TopicPartition
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
-
-log = logging.getLogger(__name__)
 
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
