@@ -12,9 +12,19 @@ from kio.serial import entity_reader, entity_writer
 
 from samsa.protocol.build import build
 
+HANG_S = 30  # socket timeout: only detects a broker that never answers
+
 
 def exchange(bootstrap: str, api_key: int, version: int, values: dict[str, Any]) -> Any:
     """Send one request built from ``values`` and return the decoded kio response."""
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=HANG_S) as sock:
+        sock.sendall(request_frame(api_key, version, values))
+        return read_response(sock, api_key, version)
+
+
+def request_frame(api_key: int, version: int, values: dict[str, Any]) -> bytes:
+    """A size-prefixed request frame built from ``values`` (correlation id 1)."""
     request_cls = load_request_schema(api_key, version)
     body = io.BytesIO()
     header_cls = request_cls.__header_schema__
@@ -25,11 +35,13 @@ def exchange(bootstrap: str, api_key: int, version: int, values: dict[str, Any])
     )  # fmt: skip
     entity_writer(request_cls)(body, build(request_cls, values))
     payload = body.getvalue()
-    host, port = bootstrap.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", _recv(sock, 4))[0]
-        frame = _recv(sock, size)
+    return struct.pack(">i", len(payload)) + payload
+
+
+def read_response(sock: socket.socket, api_key: int, version: int) -> Any:
+    """Read one response frame from ``sock`` and return it decoded."""
+    size = struct.unpack(">i", _recv(sock, 4))[0]
+    frame = _recv(sock, size)
     response_cls = load_response_schema(api_key, version)
     _header, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
     response, _ = entity_reader(response_cls)(frame, header_size)

@@ -7,21 +7,25 @@ transactional batches, WriteTxnMarkers commits or aborts them.
 
 from __future__ import annotations
 
-import threading
+import socket
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.rawclient import exchange
+from tests.rawclient import exchange, read_response, request_frame
 
 from samsa.records import RecordBatchBuilder
 from samsa.testing import BrokerProcess, start_broker
 
 QUIET = {"log_level": 3}
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+FETCH = 1
+HANG_S = 30  # a deadline that only detects a hang, never a measure of speed
+LONG_POLL_MS = 600_000  # max_wait of a fetch that a commit must wake long before
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +78,7 @@ class RawProducer:
 
 def _create_topic(bootstrap: str, topic: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(HANG_S)
 
 
 def _latest(bootstrap: str, topic: str, isolation_level: int) -> int:
@@ -161,13 +165,35 @@ def test_list_offsets_read_committed_answers_the_lso_while_a_transaction_is_open
     assert _latest(broker.bootstrap, topic, READ_UNCOMMITTED) == 8
 
 
-def _fetch(bootstrap: str, topic: str, isolation_level: int, max_wait_ms: int = 0) -> Any:
-    response = exchange(bootstrap, 1, 12, {
+def _fetch_values(topic: str, isolation_level: int, max_wait_ms: int) -> dict[str, Any]:
+    return {
         "max_wait": max_wait_ms, "min_bytes": 1, "isolation_level": isolation_level,
         "topics": [{"topic": topic, "partitions": [
             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
-    })  # fmt: skip
+    }  # fmt: skip
+
+
+def _fetch(bootstrap: str, topic: str, isolation_level: int) -> Any:
+    response = exchange(bootstrap, FETCH, 12, _fetch_values(topic, isolation_level, 0))
     return response.responses[0].partitions[0]
+
+
+def _tcp_queue(local_port: int, remote_port: int, queue: str) -> int:
+    """The ``tx`` or ``rx`` queue (bytes) of the loopback TCP socket local_port → remote_port."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, remote = (int(a.rsplit(":", 1)[1], 16) for a in fields[1:3])
+            if (local, remote) == (local_port, remote_port):
+                tx, rx = (int(q, 16) for q in fields[4].split(":"))
+                return tx if queue == "tx" else rx
+    raise AssertionError(f"no TCP socket {local_port} -> {remote_port}")
+
+
+def _read_by_broker(sock: socket.socket) -> bool:
+    """True once every byte sent on ``sock`` has been read by the broker process itself."""
+    ours, theirs = sock.getsockname()[1], sock.getpeername()[1]
+    return _tcp_queue(ours, theirs, "tx") == 0 and _tcp_queue(theirs, ours, "rx") == 0
 
 
 def test_fetch_lists_aborted_transactions_only_for_read_committed(
@@ -191,22 +217,23 @@ def test_a_read_committed_long_poll_wakes_when_the_transaction_commits(
     _create_topic(broker.bootstrap, topic)
     producer = RawProducer(broker.bootstrap, topic)
     producer.send(b"pending")
-    result: dict[str, Any] = {}
-
-    def poll() -> None:
-        started = time.monotonic()
-        result["partition"] = _fetch(broker.bootstrap, topic, READ_COMMITTED, max_wait_ms=30_000)
-        result["waited"] = time.monotonic() - started
-
-    poller = threading.Thread(target=poll)
-    poller.start()
-    time.sleep(0.5)  # the fetch is waiting: nothing is stable yet
-    assert producer.end(commit=True) == 0
-    poller.join(40)
-    partition = result["partition"]
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=HANG_S) as poll:
+        poll.sendall(request_frame(FETCH, 12, _fetch_values(topic, READ_COMMITTED, LONG_POLL_MS)))
+        # Once the broker has read the fetch it waits: nothing is stable yet.
+        deadline = time.monotonic() + HANG_S
+        while not _read_by_broker(poll):
+            assert time.monotonic() < deadline, "the broker never read the fetch"
+            time.sleep(0.01)
+        assert producer.end(commit=True) == 0
+        try:
+            response = read_response(poll, FETCH, 12)
+        except TimeoutError:
+            # A fetch that only max_wait ends would wait LONG_POLL_MS, far beyond HANG_S.
+            raise AssertionError("the waiting fetch was not woken by the commit") from None
+    partition = response.responses[0].partitions[0]
     assert partition.last_stable_offset == 2
     assert partition.records  # the committed batch (and its marker)
-    assert result["waited"] < 20  # woken by the marker, long before max_wait
 
 
 def test_markers_are_fenced_or_refused_per_partition(broker: BrokerProcess) -> None:
