@@ -17,6 +17,7 @@ TOPIC = "compacted"
 KEYS = 40
 ROUNDS = 8
 TOMBSTONED = {f"key-{k}".encode() for k in range(0, KEYS, 4)}
+HANG_S = 30  # a deadline that only detects a hang, never a measure of speed
 
 Seen = dict[bytes, list[tuple[int, bytes | None]]]
 """Key → the (offset, value) of each of its records, in offset order."""
@@ -37,7 +38,7 @@ def _create_compacted_topic(bootstrap: str) -> None:
         "file.delete.delay.ms": "1000",
     }
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
-    admin.create_topics([NewTopic(TOPIC, 1, 1, config=configs)])[TOPIC].result(10)
+    admin.create_topics([NewTopic(TOPIC, 1, 1, config=configs)])[TOPIC].result(HANG_S)
 
 
 def _produce(bootstrap: str) -> dict[bytes, tuple[int, bytes | None]]:
@@ -58,13 +59,13 @@ def _produce(bootstrap: str) -> dict[bytes, tuple[int, bytes | None]]:
     for n in range(ROUNDS):
         for k in range(KEYS):
             send(f"key-{k}".encode(), f"round-{n}-".encode() * 5)
-        producer.flush(10)
+        assert producer.flush(HANG_S) == 0
     for key in sorted(TOMBSTONED):
         send(key, None)
-    producer.flush(10)
+    assert producer.flush(HANG_S) == 0
     for i in range(60):  # unique keys, so the active segment holds no duplicate
         send(f"filler-{i}".encode(), b"f" * 100)
-    assert producer.flush(10) == 0
+    assert producer.flush(HANG_S) == 0
     return latest
 
 
@@ -74,10 +75,10 @@ def _consume_from_beginning(bootstrap: str) -> Seen:
          **QUIET}
     )  # fmt: skip
     try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), 5)
+        _, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), HANG_S)
         consumer.assign([TopicPartition(TOPIC, 0, 0)])
         seen: Seen = {}
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + HANG_S
         last = -1
         while last < high - 1 and time.monotonic() < deadline:
             for message in consumer.consume(1000, 0.2):
@@ -93,9 +94,9 @@ def _consume_from_beginning(bootstrap: str) -> Seen:
         consumer.close()
 
 
-def _wait_until(bootstrap: str, done: Callable[[Seen], bool], timeout: float) -> Seen:
-    """Read the topic again and again until ``done`` holds or ``timeout`` s pass."""
-    deadline = time.monotonic() + timeout
+def _wait_until(bootstrap: str, done: Callable[[Seen], bool]) -> Seen:
+    """Read the topic again and again until ``done`` holds (or HANG_S pass: a hang)."""
+    deadline = time.monotonic() + HANG_S
     while True:
         seen = _consume_from_beginning(bootstrap)
         if done(seen) or time.monotonic() > deadline:
@@ -113,7 +114,7 @@ def test_compaction_keeps_the_latest_value_per_key_and_drops_expired_tombstones(
     def compacted(seen: Seen) -> bool:
         return all(len(records) == 1 for records in seen.values())
 
-    seen = _wait_until(broker.bootstrap, compacted, timeout=8)
+    seen = _wait_until(broker.bootstrap, compacted)
     assert compacted(seen), f"{sum(map(len, seen.values()))} of {produced} records left"
     for key, records in seen.items():
         assert records == [latest[key]], key  # the last value, at the offset it was written at
@@ -123,7 +124,7 @@ def test_compaction_keeps_the_latest_value_per_key_and_drops_expired_tombstones(
     def tombstones_gone(seen: Seen) -> bool:
         return not TOMBSTONED & set(seen)
 
-    seen = _wait_until(broker.bootstrap, tombstones_gone, timeout=8)
+    seen = _wait_until(broker.bootstrap, tombstones_gone)
     assert tombstones_gone(seen)
     assert set(seen) == live
     assert all(records == [latest[key]] for key, records in seen.items())

@@ -35,6 +35,7 @@ COMPACT = {
     "file.delete.delay.ms": 0,
 }
 TP = TopicPartition("compacted", 0)
+HANG_S = 30  # a real-time deadline that only detects a hang
 
 Entry = tuple[int, bytes | None, bytes | None]
 """(offset, key, value) of a record read back."""
@@ -652,7 +653,7 @@ def test_a_deleted_topic_leaves_the_cleaner_checkpoint(tmp_path: Path, clock: Ma
         while len(read_offset_checkpoint(checkpoint)) != 1:
             await asyncio.sleep(0.01)
 
-    asyncio.run(asyncio.wait_for(delete(), 5))
+    asyncio.run(asyncio.wait_for(delete(), HANG_S))
     assert set(read_offset_checkpoint(checkpoint)) == {TopicPartition("gone", 1)}
     manager.close()
 
@@ -671,5 +672,5 @@ def test_the_background_cleaner_compacts_dirty_logs(tmp_path: Path) -> None:
             await asyncio.sleep(0.01)
         await manager.shutdown()
 
-    asyncio.run(asyncio.wait_for(wait_for_compaction(), 10))
+    asyncio.run(asyncio.wait_for(wait_for_compaction(), HANG_S))
     assert read_offset_checkpoint(tmp_path / "cleaner-offset-checkpoint") == {TP: 20}
