@@ -61,6 +61,12 @@ def admin(broker: BrokerProcess) -> Iterator[Admin]:
         yield a
 
 
+def _broker_log_lines(broker: BrokerProcess, word: str) -> str:
+    """The broker's log lines that mention ``word``: what a failure message needs."""
+    lines = broker.log_path.read_text(errors="replace").splitlines()
+    return "\n".join(line for line in lines if word in line)
+
+
 def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
@@ -214,7 +220,10 @@ def test_groups_with_a_member_are_listed_described_and_not_deletable(
         while not consumer.assignment() and time.monotonic() < deadline:
             consumer.poll(200)
         listing = {g.group_id: g for g in admin.list_groups()}[group]
-        assert (listing.protocol_type, listing.state) == ("consumer", "Stable")
+        assert (listing.protocol_type, listing.state) == ("consumer", "Stable"), (
+            f"assignment {consumer.assignment()}; the coordinator's log of the group:\n"
+            + _broker_log_lines(broker, group)
+        )
         assert [g.group_id for g in admin.list_groups(states=["Stable"])].count(group) == 1
         assert group not in [g.group_id for g in admin.list_groups(states=["Empty"])]
         description = admin.describe_groups([group])[group]
