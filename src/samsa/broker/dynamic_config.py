@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.config import BROKER_CONFIG, BrokerConfig
-from samsa.errors import ConfigError, KafkaError, for_code
+from samsa.errors import ConfigError, InvalidRequestError, KafkaError, KafkaStorageError
 from samsa.storage.checkpoint import write_atomically
 from samsa.storage.log_config import LogConfig
 
@@ -48,8 +48,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DYNAMIC_CONFIG_FILE = "samsa-dynamic-configs.json"
-InvalidRequestError = for_code(42)
-KafkaStorageError = for_code(56)
 
 TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "segment.bytes": ("log.segment.bytes",),

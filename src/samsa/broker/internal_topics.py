@@ -5,7 +5,7 @@ transaction coordinators rebuild at start-up. A topic is internal by name, as
 Kafka's ``Topic.isInternal`` decides — also when a client created it before the
 coordinator did — or when the topic table marks it so.
 
-What clients are refused, with INVALID_TOPIC_EXCEPTION (17):
+What clients are refused, with INVALID_TOPIC_EXCEPTION:
 
 * Produce: Kafka's ``ReplicaManager`` appends to an internal topic only for its
   coordinators (``internalTopicsAllowed``). Deviation: Kafka also lets a client
@@ -24,10 +24,9 @@ from __future__ import annotations
 from samsa.cluster.local import LocalMetadataStore
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC
 from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
-from samsa.errors import for_code
+from samsa.errors import InvalidTopicError
 
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
-InvalidTopicError = for_code(17)
 
 
 def is_internal(metadata: LocalMetadataStore, topic: str) -> bool:

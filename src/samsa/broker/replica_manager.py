@@ -24,16 +24,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from samsa.cluster.local import LocalMetadataStore, TopicInfo
-from samsa.errors import KafkaError, KafkaStorageError, for_code
+from samsa.errors import (
+    ErrorCode,
+    KafkaError,
+    KafkaStorageError,
+    NotEnoughReplicasError,
+    UnknownTopicOrPartitionError,
+)
 from samsa.storage import AppendInfo, Log, LogConfig, LogManager
 from samsa.storage.validator import AppendOrigin
 from samsa.types import TopicPartition
 
 log = logging.getLogger(__name__)
-
-UNKNOWN_TOPIC_OR_PARTITION = 3
-UnknownTopicOrPartitionError = for_code(UNKNOWN_TOPIC_OR_PARTITION)
-NotEnoughReplicasError = for_code(19)
 
 
 STORAGE_ERROR_LOG_INTERVAL_S = 60.0
@@ -156,17 +158,17 @@ class ReplicaManager:
         coordinator_epoch: int,
         *,
         transaction_version: int = 0,
-    ) -> int:
+    ) -> ErrorCode:
         """Append a COMMIT or ABORT marker as the coordinator does (acks=all); a Kafka error code.
 
-        0 when written; UNKNOWN_TOPIC_OR_PARTITION (3) for a partition not hosted
-        here; INVALID_PRODUCER_EPOCH (47) or TRANSACTION_COORDINATOR_FENCED (52)
-        for a fenced marker; NOT_ENOUGH_REPLICAS (19) as for any acks=all append.
+        NONE when written; UNKNOWN_TOPIC_OR_PARTITION for a partition not hosted
+        here; INVALID_PRODUCER_EPOCH or TRANSACTION_COORDINATOR_FENCED for a
+        fenced marker; NOT_ENOUGH_REPLICAS as for any acks=all append.
         After a write, :attr:`on_txn_marker` is called if set.
         """
         partition = self._partitions.get(tp)
         if partition is None:
-            return UNKNOWN_TOPIC_OR_PARTITION
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partition_log = partition.log
         try:
             _check_min_insync(partition)
@@ -194,7 +196,7 @@ class ReplicaManager:
                 log.exception("transaction marker hook failed for %s, producer %d", tp,
                               producer_id)  # fmt: skip
         await self.log_manager.maybe_flush(partition_log)
-        return 0
+        return ErrorCode.NONE
 
     def _storage_failure(self, partition: Partition, exc: BaseException) -> KafkaStorageError:
         """Log a failed append (rate-limited per partition); the error to answer with."""
@@ -245,10 +247,3 @@ def _check_min_insync(partition: Partition) -> None:
         raise NotEnoughReplicasError(
             f"{partition.tp} has 1 in-sync replica; min.insync.replicas is {min_insync}"
         )
-
-
-def error_code_of(exc: BaseException) -> int:
-    """The Kafka error code to answer for an exception raised while serving a request."""
-    if isinstance(exc, KafkaError):
-        return exc.code
-    return -1

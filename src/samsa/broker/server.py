@@ -43,14 +43,14 @@ from samsa.coordinator.transaction.coordinator import (
     TransactionConfig,
     TransactionCoordinator,
 )
-from samsa.errors import ConfigError, KafkaError, SamsaError
+from samsa.errors import ConfigError, ErrorCode, KafkaError, SamsaError
 from samsa.protocol.codec import (
     RequestDecodeError,
     decode_request,
     encode_response,
     peek_header,
 )
-from samsa.protocol.error_response import UNKNOWN_SERVER_ERROR, error_response
+from samsa.protocol.error_response import error_response
 from samsa.protocol.framing import FrameDecoder, FrameError
 from samsa.storage import LogManager
 from samsa.storage.validator import AppendOrigin
@@ -595,7 +595,7 @@ class Connection(asyncio.Protocol):
                 api_key, api_version, self.peer, summary,
                 exc_info=exc, traceback_limit=self.broker.handler_traceback_log,
             )  # fmt: skip
-        code = exc.code if isinstance(exc, KafkaError) else UNKNOWN_SERVER_ERROR
+        code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
         response = error_response(api_key, api_version, code, summary)
         if response is None:
             raise _CloseConnection(f"request (api key {api_key} v{api_version}) failed")

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from samsa.client.config import ClientConfig, parse_bootstrap
 from samsa.client.connection import BrokerConnection
 from samsa.client.errors import ClientClosedError, ClientTimeoutError, error_for, network_error
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.types import TopicPartition
 
 __all__ = [
@@ -50,10 +50,14 @@ T = TypeVar("T")
 
 METADATA = 3
 FIND_COORDINATOR = 10
-UNKNOWN_TOPIC_OR_PARTITION = 3
-LEADER_NOT_AVAILABLE = 5
-COORDINATOR_ERRORS = frozenset({14, 15, 16})
-"""COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: find it again."""
+COORDINATOR_ERRORS = frozenset(
+    {
+        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+        ErrorCode.COORDINATOR_NOT_AVAILABLE,
+        ErrorCode.NOT_COORDINATOR,
+    }
+)
+"""Find the coordinator again."""
 
 
 class CoordinatorType:
@@ -295,7 +299,7 @@ class Cluster:
         for topic in response.topics or ():
             name = topic.name
             code = int(topic.error_code)
-            if code and code != LEADER_NOT_AVAILABLE:
+            if code and code != ErrorCode.LEADER_NOT_AVAILABLE:
                 topics.pop(name, None)
                 self.topic_errors[name] = code
                 continue
@@ -486,7 +490,7 @@ class Cluster:
         try:
             return await self.send(node_id, api_key, body, **options)
         except KafkaError as exc:
-            if exc.code == 13:
+            if exc.code == ErrorCode.NETWORK_EXCEPTION:
                 self.invalidate_coordinator(key, key_type)
             raise
 

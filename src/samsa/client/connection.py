@@ -9,9 +9,9 @@ both sides know, the highest version both serve; requests use that version
 unless the caller asks for another.
 
 Failures are :mod:`samsa.errors` classes: a connection that cannot be opened,
-breaks, or receives a response it cannot match raises NETWORK_EXCEPTION (13)
+breaks, or receives a response it cannot match raises NETWORK_EXCEPTION
 for every request in flight on it and is unusable afterwards; a request with
-no answer within its timeout raises REQUEST_TIMED_OUT (7) and closes the
+no answer within its timeout raises REQUEST_TIMED_OUT and closes the
 connection, as Kafka's clients do (later responses could not be matched
 otherwise). Responses are checked by :func:`samsa.protocol.check_entity` before
 kio's native reader sees them, so a hostile peer cannot make kio allocate from
@@ -37,8 +37,8 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
 import samsa
-from samsa.client.errors import REQUEST_TIMED_OUT, ClientClosedError, error_for, network_error
-from samsa.errors import SamsaError
+from samsa.client.errors import ClientClosedError, error_for, network_error
+from samsa.errors import ErrorCode, SamsaError
 from samsa.protocol.build import build
 from samsa.protocol.guard import GuardError, check_entity
 
@@ -47,7 +47,6 @@ __all__ = ["CLIENT_MAX_VERSIONS", "BrokerConnection", "client_versions"]
 log = logging.getLogger(__name__)
 
 API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
 
 CLIENT_MAX_VERSIONS: dict[int, int] = {
     0: 12,  # Produce v13 names topics by id only; the clients address topics by name
@@ -262,7 +261,7 @@ class BrokerConnection:
             broker = {
                 int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
             }
-            if code == UNSUPPORTED_VERSION and API_VERSIONS in broker and version > 0:
+            if code == ErrorCode.UNSUPPORTED_VERSION and API_VERSIONS in broker and version > 0:
                 version = max(0, min(version - 1, broker[API_VERSIONS][1]))
                 continue
             if code:
@@ -274,14 +273,16 @@ class BrokerConnection:
                 if ours is not None and max(low, ours[0]) <= min(high, ours[1]):
                     self.versions[api_key] = min(high, ours[1])
             return
-        raise error_for(UNSUPPORTED_VERSION, "no ApiVersions version in common with the broker")
+        raise error_for(
+            ErrorCode.UNSUPPORTED_VERSION, "no ApiVersions version in common with the broker"
+        )
 
     def version(self, api_key: int) -> int:
         """The version to use for ``api_key``; UNSUPPORTED_VERSION if none is in common."""
         version = self.versions.get(api_key)
         if version is None:
             raise error_for(
-                UNSUPPORTED_VERSION,
+                ErrorCode.UNSUPPORTED_VERSION,
                 f"broker {self.node_id} ({self.host}:{self.port}) and this client share no "
                 f"version of API {api_key}",
             )
@@ -361,7 +362,7 @@ class BrokerConnection:
                 )
             )
             raise error_for(
-                REQUEST_TIMED_OUT,
+                ErrorCode.REQUEST_TIMED_OUT,
                 f"no response from node {self.node_id} ({self.host}:{self.port}) within "
                 f"{timeout_s * 1000:.0f} ms",
             ) from None

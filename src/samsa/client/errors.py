@@ -23,11 +23,9 @@ network or the peer did (NetworkError).
 
 from __future__ import annotations
 
-from samsa.errors import KafkaError, SamsaError, for_code
+from samsa.errors import ErrorCode, KafkaError, SamsaError, for_code
 
 __all__ = [
-    "NETWORK_EXCEPTION",
-    "REQUEST_TIMED_OUT",
     "BufferExhaustedError",
     "ClientClosedError",
     "ClientTimeoutError",
@@ -37,9 +35,6 @@ __all__ = [
     "error_for",
     "network_error",
 ]
-
-NETWORK_EXCEPTION = 13
-REQUEST_TIMED_OUT = 7
 
 
 class ClientClosedError(SamsaError):
@@ -84,5 +79,5 @@ def error_for(code: int, message: str | None = None) -> KafkaError:
 
 
 def network_error(message: str) -> KafkaError:
-    """A NETWORK_EXCEPTION (13): retriable, and metadata should be refreshed."""
-    return for_code(NETWORK_EXCEPTION)(message)
+    """A NETWORK_EXCEPTION: retriable, and metadata should be refreshed."""
+    return for_code(ErrorCode.NETWORK_EXCEPTION)(message)

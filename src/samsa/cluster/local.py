@@ -32,7 +32,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from samsa.errors import ConfigError, StorageError, for_code
+from samsa.errors import (
+    ConfigError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    StorageError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 from samsa.storage.checkpoint import write_atomically
 from samsa.storage.manager import DELETE_DIR_SUFFIX, parse_log_dir_name
 
@@ -41,11 +48,6 @@ META_PROPERTIES = "meta.properties"
 MAX_TOPIC_NAME = 249
 PRODUCER_ID_BLOCK = 1000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
-
-InvalidTopicError = for_code(17)
-TopicExistsError = for_code(36)
-UnknownTopicError = for_code(3)
-InvalidPartitionsError = for_code(37)
 
 
 def validate_topic_name(name: str) -> None:
@@ -216,7 +218,7 @@ class LocalMetadataStore:
     ) -> TopicInfo:
         validate_topic_name(name)
         if name in self._topics:
-            raise TopicExistsError(f"topic {name!r} already exists")
+            raise TopicAlreadyExistsError(f"topic {name!r} already exists")
         if partitions < 1:
             raise InvalidPartitionsError(
                 f"number of partitions must be at least 1, not {partitions}"
@@ -230,14 +232,14 @@ class LocalMetadataStore:
     def delete_topic(self, name: str) -> TopicInfo:
         info = self._topics.pop(name, None)
         if info is None:
-            raise UnknownTopicError(f"topic {name!r} does not exist")
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         self._save()
         return info
 
     def set_partitions(self, name: str, count: int, *, validate_only: bool = False) -> TopicInfo:
         info = self._topics.get(name)
         if info is None:
-            raise UnknownTopicError(f"topic {name!r} does not exist")
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         if count <= info.partitions:
             raise InvalidPartitionsError(
                 f"topic {name!r} has {info.partitions} partitions; the new count must be larger"
@@ -251,7 +253,7 @@ class LocalMetadataStore:
     def set_configs(self, name: str, configs: Mapping[str, str]) -> TopicInfo:
         info = self._topics.get(name)
         if info is None:
-            raise UnknownTopicError(f"topic {name!r} does not exist")
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         updated = replace(info, configs=dict(configs))
         self._topics[name] = updated
         self._save()

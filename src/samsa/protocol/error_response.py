@@ -19,9 +19,7 @@ from kio.index import load_response_schema
 
 from samsa.protocol.build import build
 
-__all__ = ["UNKNOWN_SERVER_ERROR", "error_response"]
-
-UNKNOWN_SERVER_ERROR = -1
+__all__ = ["error_response"]
 
 
 @functools.cache

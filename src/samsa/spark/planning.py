@@ -14,15 +14,13 @@ import re
 from collections.abc import Iterable, Mapping
 
 from samsa.client.admin import Admin, OffsetSpec
-from samsa.errors import ConfigError, SamsaError, for_code
+from samsa.errors import ConfigError, SamsaError, UnknownTopicOrPartitionError
 from samsa.spark.options import EARLIEST, LATEST, OffsetBound, SourceOptions
 from samsa.types import TopicPartition
 
 __all__ = ["DataLossError", "OffsetPlanner", "describe_gone"]
 
 log = logging.getLogger(__name__)
-
-UnknownTopicOrPartitionError = for_code(3)
 
 
 class DataLossError(SamsaError):

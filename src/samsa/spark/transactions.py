@@ -33,7 +33,7 @@ from samsa.client.cluster import COORDINATOR_ERRORS, Cluster, CoordinatorType
 from samsa.client.config import ClientConfig, admin_config
 from samsa.client.errors import error_for
 from samsa.client.producer import Producer
-from samsa.errors import KafkaError, SamsaError
+from samsa.errors import ErrorCode, KafkaError, SamsaError
 
 __all__ = [
     "PreparedTransaction",
@@ -44,11 +44,16 @@ __all__ = [
 
 END_TXN = 26
 END_TXN_MAX_VERSION = 4  # v5 is transactions version 2, which samsa's producer does not use
-NOT_COORDINATOR = 13
 # The transaction was ended or fenced under this epoch: it timed out or another attempt
-# of the task took over (INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING,
-# PRODUCER_FENCED).
-LOST_CODES = frozenset({47, 48, 49, 90})
+# of the task took over.
+LOST_CODES = frozenset(
+    {
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.INVALID_TXN_STATE,
+        ErrorCode.INVALID_PRODUCER_ID_MAPPING,
+        ErrorCode.PRODUCER_FENCED,
+    }
+)
 
 _client_ids = itertools.count(1)
 
@@ -169,7 +174,8 @@ async def _to_coordinator(
         try:
             response = await connection.request(api_key, body, version=version)
         except KafkaError as e:
-            if e.code == NOT_COORDINATOR:
+            # The connection broke (NOT_COORDINATOR comes in the response, below).
+            if e.code == ErrorCode.NETWORK_EXCEPTION:
                 cluster.invalidate_coordinator(transactional_id, kind)
             raise
         code = error_of(response)

@@ -19,16 +19,16 @@ offset is derived from it.
 before an append, and raises with nothing changed:
 
 - except for replication, a producer epoch below the producer's current one is
-  INVALID_PRODUCER_EPOCH (47), for data batches and markers alike (Kafka
+  INVALID_PRODUCER_EPOCH, for data batches and markers alike (Kafka
   answers produce requests with it rather than PRODUCER_FENCED since 2.7);
 - a marker whose coordinator epoch is below the last marker's is
-  TRANSACTION_COORDINATOR_FENCED (52); with transaction version 2 the marker's
+  TRANSACTION_COORDINATOR_FENCED; with transaction version 2 the marker's
   epoch must also be above the producer's (the coordinator bumps it when it
   ends a transaction), unless it repeats the marker that ended the last one;
 - a client's batch must continue the producer's sequence
   (OUT_OF_ORDER_SEQUENCE_NUMBER, 45; a new epoch starts at 0), and a
   non-transactional batch while the producer's transaction is open is
-  INVALID_TXN_STATE (48).
+  INVALID_TXN_STATE.
 
 :meth:`~ProducerStateManager.update` records an appended batch without checks:
 replication and replay trust the log.
@@ -51,7 +51,15 @@ from pathlib import Path
 
 import crc32c
 
-from samsa.errors import CorruptRecordError, InvalidRecordError, StorageError, for_code
+from samsa.errors import (
+    CorruptRecordError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceNumberError,
+    StorageError,
+    TransactionCoordinatorFencedError,
+)
 from samsa.records.batch import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, RecordBatchView
 from samsa.records.control import EndTransactionMarker, parse_end_transaction_marker
 from samsa.records.reader import iter_records
@@ -67,11 +75,6 @@ _ENTRY = struct.Struct(
     ">qhiqiqiq"
 )  # pid, epoch, last seq, last offset, delta, ts, coord epoch, txn
 _SNAPSHOTS_KEPT = 2
-
-OutOfOrderSequenceError = for_code(45)
-InvalidProducerEpochError = for_code(47)
-InvalidTxnStateError = for_code(48)
-TransactionCoordinatorFencedError = for_code(52)
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +198,7 @@ class ProducerStateManager:
         first, last = batch.base_sequence, batch.last_sequence
         if epoch > entry.epoch:
             if first != 0 and entry.epoch != NO_PRODUCER_EPOCH:
-                raise OutOfOrderSequenceError(
+                raise OutOfOrderSequenceNumberError(
                     f"producer {pid} began epoch {epoch} at sequence {first}, not 0"
                 )
             return None
@@ -205,7 +208,7 @@ class ProducerStateManager:
                                  remembered.timestamp)  # fmt: skip
         expected = (entry.last_sequence + 1) % _SEQUENCE_MODULUS
         if first != expected and entry.epoch != NO_PRODUCER_EPOCH:
-            raise OutOfOrderSequenceError(
+            raise OutOfOrderSequenceNumberError(
                 f"producer {pid} sent sequence {first}; {expected} was expected"
             )
         return None

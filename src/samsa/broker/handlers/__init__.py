@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.index import load_response_schema
 
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.build import build
 from samsa.protocol.codec import RequestHeader
 
@@ -29,7 +29,10 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
     """``error_code`` and ``error_message`` for an exception raised while serving a request."""
     if isinstance(exc, KafkaError):
         return {"error_code": exc.code, "error_message": str(exc)}
-    return {"error_code": -1, "error_message": f"{type(exc).__name__}: {exc}"}
+    return {
+        "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
+        "error_message": f"{type(exc).__name__}: {exc}",
+    }
 
 
 def register_all(broker: Broker) -> None:

@@ -12,6 +12,7 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 
 from samsa.broker.handlers import respond
 from samsa.broker.registry import ApiRegistry
+from samsa.errors import ErrorCode
 from samsa.protocol.build import build
 from samsa.protocol.codec import RequestHeader
 
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
 API_KEY = 18
-UNSUPPORTED_VERSION = 35
 
 
 def _keys(registry: ApiRegistry) -> list[dict[str, int]]:
@@ -31,7 +31,8 @@ def _keys(registry: ApiRegistry) -> list[dict[str, int]]:
 
 def unsupported_version_response(registry: ApiRegistry) -> Any:
     return build(
-        ApiVersionsResponseV0, {"error_code": UNSUPPORTED_VERSION, "api_keys": _keys(registry)}
+        ApiVersionsResponseV0,
+        {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": _keys(registry)},
     )
 
 
@@ -43,7 +44,12 @@ def register(broker: Broker) -> None:
         response = cache.get(header.api_version)
         if response is None:
             response = respond(
-                header, {"error_code": 0, "api_keys": _keys(broker.registry), "throttle_time": 0}
+                header,
+                {
+                    "error_code": ErrorCode.NONE,
+                    "api_keys": _keys(broker.registry),
+                    "throttle_time": 0,
+                },
             )
             cache[header.api_version] = response
         return response

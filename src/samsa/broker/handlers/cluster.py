@@ -15,15 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.broker.authorized_operations import cluster_operations
 from samsa.broker.handlers import respond
+from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
 API_KEY = 60
-INVALID_REQUEST = 42
-MISMATCHED_ENDPOINT_TYPE = 114
-UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
 class EndpointType(IntEnum):
@@ -35,13 +33,13 @@ def _endpoint_error(version: int, requested: int) -> dict[str, Any] | None:
     if requested == EndpointType.BROKER:
         return None
     if requested == EndpointType.CONTROLLER:
-        code = INVALID_REQUEST if version == 0 else MISMATCHED_ENDPOINT_TYPE
+        code = ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE
         message = (
             "The request was sent to an endpoint of type BROKER, "
             "but we wanted an endpoint of type CONTROLLER"
         )
     else:
-        code = INVALID_REQUEST if version == 0 else UNSUPPORTED_ENDPOINT_TYPE
+        code = ErrorCode.INVALID_REQUEST if version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         message = f"Unsupported endpoint type {requested}"
     return {"error_code": code, "error_message": message, "controller_id": -1}
 
@@ -58,7 +56,7 @@ def register(broker: Broker) -> None:
             header,
             {
                 "throttle_time": 0,
-                "error_code": 0,
+                "error_code": ErrorCode.NONE,
                 "error_message": None,
                 "endpoint_type": EndpointType.BROKER,
                 "cluster_id": broker.metadata.cluster_id,

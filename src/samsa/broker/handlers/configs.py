@@ -43,7 +43,14 @@ from samsa.broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIG_SYN
 from samsa.broker.handlers import error_fields, respond
 from samsa.cluster.local import validate_topic_name
 from samsa.config import ConfigDef, ConfigKey, ConfigType
-from samsa.errors import ConfigError, KafkaError, for_code
+from samsa.errors import (
+    ConfigError,
+    ErrorCode,
+    InvalidConfigError,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+)
 from samsa.protocol.codec import RequestHeader
 from samsa.storage.log_config import TOPIC_CONFIG
 
@@ -53,10 +60,6 @@ if TYPE_CHECKING:
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
 INCREMENTAL_ALTER_CONFIGS = 44
-
-UnknownTopicOrPartitionError = for_code(3)
-InvalidConfigError = for_code(40)
-InvalidRequestError = for_code(42)
 
 
 class ResourceType(IntEnum):
@@ -384,7 +387,7 @@ async def _alter(
                 await _alter_broker(broker, resource, validate_only, incremental)
             else:
                 _alter_topic(broker, resource, validate_only, incremental)
-            results.append({**result, "error_code": 0, "error_message": None})
+            results.append({**result, "error_code": ErrorCode.NONE, "error_message": None})
         except KafkaError as exc:
             results.append({**result, **error_fields(exc)})
     return results
@@ -409,7 +412,7 @@ def register(broker: Broker) -> None:
                     )
                 else:
                     raise _unsupported_type(kind)
-                result.update(error_code=0, error_message=None, configs=configs)
+                result.update(error_code=ErrorCode.NONE, error_message=None, configs=configs)
             except KafkaError as exc:
                 result.update(error_fields(exc))
             results.append(result)

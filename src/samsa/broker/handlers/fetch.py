@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.registry import RawResponse
-from samsa.errors import KafkaError, for_code
+from samsa.errors import ErrorCode, KafkaError, UnknownTopicIdError
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
 from samsa.types import TopicPartition
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
 
 API_KEY = 1
 READ_COMMITTED = 1
-FETCH_SESSION_ID_NOT_FOUND = 70
-UnknownTopicIdError = for_code(100)
 
 
 def register(broker: Broker) -> None:
@@ -95,7 +93,7 @@ def register(broker: Broker) -> None:
         if getattr(body, "session_id", 0) != 0 and body.session_epoch != -1:
             chunks, size = encode_fetch_response(
                 header.api_version, header.correlation_id, [],
-                error_code=FETCH_SESSION_ID_NOT_FOUND,
+                error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
             )  # fmt: skip
             return RawResponse(chunks, size)
         names: list[str | None] = []

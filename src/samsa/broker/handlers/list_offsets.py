@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import respond
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import RequestHeader
 from samsa.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from samsa.types import TopicPartition
@@ -36,7 +36,7 @@ def register(broker: Broker) -> None:
             for p in topic.partitions:
                 entry: dict[str, Any] = {
                     "partition_index": p.partition_index,
-                    "error_code": 0,
+                    "error_code": ErrorCode.NONE,
                     "timestamp": -1,
                     "offset": -1,
                     "leader_epoch": 0,

@@ -21,26 +21,25 @@ from samsa.broker.handlers import respond
 from samsa.cluster.local import TopicInfo, validate_topic_name
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC
 from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import RequestHeader
 
 if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
 API_KEY = 3
-UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
 def topic_entry(broker: Broker, info: TopicInfo, operations: int) -> dict[str, Any]:
     node = broker.node_id
     return {
-        "error_code": 0,
+        "error_code": ErrorCode.NONE,
         "name": info.name,
         "topic_id": info.topic_id,
         "is_internal": info.is_internal,
         "partitions": [
             {
-                "error_code": 0,
+                "error_code": ErrorCode.NONE,
                 "partition_index": index,
                 "leader_id": node,
                 "leader_epoch": 0,
@@ -101,7 +100,13 @@ def register(broker: Broker) -> None:
                 if name is None and getattr(item, "topic_id", None) is not None:
                     info = store.by_id(item.topic_id)
                     if info is None:
-                        topics.append({"error_code": 100, "name": None, "topic_id": item.topic_id})
+                        topics.append(
+                            {
+                                "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                                "name": None,
+                                "topic_id": item.topic_id,
+                            }
+                        )
                         continue
                     name = info.name
                 info = store.get(name) if name is not None else None
@@ -113,7 +118,9 @@ def register(broker: Broker) -> None:
                         topics.append({"error_code": exc.code, "name": name})
                         continue
                 if info is None:
-                    topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name})
+                    topics.append(
+                        {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name}
+                    )
                 else:
                     topics.append(topic_entry(broker, info, topic_ops))
         listener = broker.advertised

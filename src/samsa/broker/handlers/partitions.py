@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 from samsa.broker.handlers import error_fields, respond
 from samsa.broker.internal_topics import refuse_client_change
 from samsa.cluster.local import TopicInfo
-from samsa.errors import KafkaError, for_code
+from samsa.errors import (
+    ErrorCode,
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidRequestError,
+    KafkaError,
+    PolicyViolationError,
+    UnknownTopicOrPartitionError,
+)
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -30,12 +38,6 @@ DELETE_RECORDS = 21
 MAX_PARTITIONS_PER_REQUEST = 10_000
 HIGH_WATERMARK = -1
 """DeleteRecords offset meaning "everything below the high watermark"."""
-
-UnknownTopicOrPartitionError = for_code(3)
-InvalidPartitionsError = for_code(37)
-InvalidReplicaAssignmentError = for_code(39)
-InvalidRequestError = for_code(42)
-PolicyViolationError = for_code(44)
 
 
 def _added_partitions(broker: Broker, topic: Any) -> int:
@@ -91,7 +93,7 @@ def _grow_one(broker: Broker, topic: Any, validate_only: bool, over_limit: bool)
         grown = broker.metadata.set_partitions(name, topic.count, validate_only=validate_only)
         if not validate_only:
             broker.replica_manager.ensure_partitions(grown)
-        return {"name": name, "error_code": 0, "error_message": None}
+        return {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
     except KafkaError as exc:
         return {"name": name, **error_fields(exc)}
 
@@ -127,7 +129,10 @@ def register(broker: Broker) -> None:
                 entry: dict[str, Any] = {"partition_index": p.partition_index}
                 try:
                     tp = TopicPartition(topic.name, p.partition_index)
-                    entry.update(low_watermark=_delete_before(broker, tp, p.offset), error_code=0)
+                    entry.update(
+                        low_watermark=_delete_before(broker, tp, p.offset),
+                        error_code=ErrorCode.NONE,
+                    )
                 except KafkaError as exc:
                     entry.update(low_watermark=-1, error_code=exc.code)
                 partitions.append(entry)

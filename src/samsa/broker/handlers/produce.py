@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import error_fields, respond
 from samsa.broker.internal_topics import refuse_client_change
-from samsa.errors import InvalidRecordError, KafkaError, for_code
+from samsa.errors import (
+    ErrorCode,
+    InvalidRecordError,
+    InvalidRequiredAcksError,
+    KafkaError,
+    UnknownTopicIdError,
+)
 from samsa.protocol.codec import RequestHeader
 from samsa.records.batch import iter_batches
 from samsa.storage.validator import RecordValidationError
@@ -33,8 +39,6 @@ if TYPE_CHECKING:
     from samsa.broker.server import Broker
 
 API_KEY = 0
-UnknownTopicIdError = for_code(100)
-InvalidRequiredAcksError = for_code(21)
 
 
 def _one_batch(records: Any) -> bytes:
@@ -73,7 +77,7 @@ def register(broker: Broker) -> None:
                         tp, bytearray(_one_batch(data.records)), required_acks=acks
                     )
                     entry.update(
-                        error_code=0,
+                        error_code=ErrorCode.NONE,
                         base_offset=appended.first_offset,
                         log_append_time=appended.log_append_time,
                         log_start_offset=appended.log_start_offset,

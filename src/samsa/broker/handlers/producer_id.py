@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import respond
 from samsa.broker.handlers.transactions import ensure_transaction_topic, for_version
+from samsa.errors import ErrorCode
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 
@@ -48,7 +49,7 @@ def register(broker: Broker) -> None:
             new_id, new_epoch = broker.metadata.allocate_producer_id(), 0
         return respond(
             header,
-            {"throttle_time": 0, "error_code": 0, "producer_id": new_id,
+            {"throttle_time": 0, "error_code": ErrorCode.NONE, "producer_id": new_id,
              "producer_epoch": new_epoch},
         )  # fmt: skip
 

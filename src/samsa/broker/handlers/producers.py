@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import error_fields, respond
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -31,7 +31,7 @@ def register(broker: Broker) -> None:
         for topic in body.topics:
             partitions = []
             for index in topic.partition_indexes:
-                entry: dict[str, Any] = {"partition_index": index, "error_code": 0,
+                entry: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
                                          "error_message": None, "active_producers": []}  # fmt: skip
                 try:
                     partition_log = replicas.partition(TopicPartition(topic.name, index)).log

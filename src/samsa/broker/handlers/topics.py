@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.broker.handlers import error_fields, respond
 from samsa.broker.internal_topics import refuse_client_change
-from samsa.errors import ConfigError, KafkaError, for_code
+from samsa.errors import (
+    ConfigError,
+    ErrorCode,
+    InvalidConfigError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    KafkaError,
+    PolicyViolationError,
+    TopicDeletionDisabledError,
+    UnknownTopicIdError,
+)
 from samsa.protocol.codec import RequestHeader
 from samsa.storage.log_config import TOPIC_CONFIG
 from samsa.types import TopicPartition
@@ -29,11 +39,6 @@ log = logging.getLogger(__name__)
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 MAX_PARTITIONS_PER_REQUEST = 10_000
-PolicyViolationError = for_code(44)
-InvalidReplicationFactorError = for_code(38)
-InvalidConfigError = for_code(40)
-InvalidReplicaAssignmentError = for_code(39)
-TopicDeletionDisabledError = for_code(73)
 
 
 def _requested_partitions(broker: Broker, topic: Any) -> int:
@@ -87,7 +92,7 @@ def _create_one(
         return {
             "name": name,
             "topic_id": info.topic_id,
-            "error_code": 0,
+            "error_code": ErrorCode.NONE,
             "num_partitions": partitions,
             "replication_factor": replication,
             "configs": None,
@@ -118,14 +123,16 @@ def register(broker: Broker) -> None:
                 if name is None and topic_id is not None:
                     found = broker.metadata.by_id(topic_id)
                     if found is None:
-                        raise for_code(100)(f"no topic has id {topic_id}")
+                        raise UnknownTopicIdError(f"no topic has id {topic_id}")
                     name = found.name
                 refuse_client_change(broker.metadata, name or "", "delete")
                 info = broker.metadata.delete_topic(name or "")
                 broker.replica_manager.remove_topic(info.name)
                 deleted += [TopicPartition(info.name, i) for i in range(info.partitions)]
                 log.info("topic %s (%s) deleted", info.name, info.topic_id)
-                results.append({"name": info.name, "topic_id": info.topic_id, "error_code": 0})
+                results.append(
+                    {"name": info.name, "topic_id": info.topic_id, "error_code": ErrorCode.NONE}
+                )
             except KafkaError as exc:
                 results.append({"name": name, "topic_id": topic_id, **error_fields(exc)})
         if deleted:

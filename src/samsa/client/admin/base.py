@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 from samsa.client.cluster import COORDINATOR_ERRORS, Cluster, CoordinatorType
 from samsa.client.config import ClientConfig, admin_config
 from samsa.client.errors import error_for
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.types import TopicPartition
 
 __all__ = ["AdminBase"]
@@ -187,7 +187,7 @@ class AdminBase:
                     remaining.discard(tp)
             if remaining:
                 tp = min(remaining)
-                raise error_for(5, f"{what} {tp}: no leader known yet")
+                raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, f"{what} {tp}: no leader known yet")
 
         await self._retrying(attempt, what, timeout_ms)
         raise_first(errors[tp] for tp in sorted(errors))

@@ -32,7 +32,7 @@ from samsa.client.admin.types import (
 )
 from samsa.client.cluster import Node
 from samsa.client.errors import error_for
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 
 __all__ = ["TopicAdmin"]
 
@@ -128,8 +128,8 @@ class TopicAdmin(AdminBase):
         async def attempt() -> Any:
             response = await self._metadata(wanted)
             for topic in response.topics:
-                if int(topic.error_code) == 5:  # LEADER_NOT_AVAILABLE: still being created
-                    raise error_for(5, f"topic {topic.name!r}")
+                if int(topic.error_code) == ErrorCode.LEADER_NOT_AVAILABLE:  # still being created
+                    raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, f"topic {topic.name!r}")
             return response
 
         response = await self._retrying(attempt, "describe topics", timeout_ms)

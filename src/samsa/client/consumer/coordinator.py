@@ -50,7 +50,7 @@ from samsa.client.consumer.assignors import (
 )
 from samsa.client.consumer.subscription import SubscriptionMode, SubscriptionState
 from samsa.client.errors import ClientTimeoutError, error_for
-from samsa.errors import CorruptRecordError, KafkaError
+from samsa.errors import CorruptRecordError, ErrorCode, KafkaError
 from samsa.protocol.consumer_protocol import (
     PROTOCOL_TYPE,
     Subscription,
@@ -368,7 +368,10 @@ class ConsumerCoordinator:
         try:
             return await self.cluster.send(node, api_key, body, **options)
         except KafkaError as exc:
-            if exc.code in (13, 7):  # broken or timed out: find the coordinator again
+            if exc.code in (
+                ErrorCode.NETWORK_EXCEPTION,
+                ErrorCode.REQUEST_TIMED_OUT,
+            ):  # broken or timed out: find the coordinator again
                 self.cluster.invalidate_coordinator(self.group_id)
             raise
 
@@ -380,13 +383,18 @@ class ConsumerCoordinator:
     async def _assign(self, protocol: str | None, members: Iterable[Any]) -> list[dict[str, Any]]:
         assignor = next((a for a in self.assignors if a.name == protocol), None)
         if assignor is None:
-            raise error_for(23, f"the group chose assignor {protocol!r}, which this member lacks")
+            raise error_for(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                f"the group chose assignor {protocol!r}, which this member lacks",
+            )
         subscriptions: dict[str, Subscription] = {}
         for member in members:
             try:
                 subscriptions[member.member_id] = parse_subscription(bytes(member.metadata))
             except CorruptRecordError as exc:
-                raise error_for(23, f"member {member.member_id}: {exc}") from exc
+                raise error_for(
+                    ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"member {member.member_id}: {exc}"
+                ) from exc
         topics = frozenset(t for s in subscriptions.values() for t in s.topics)
         await self.cluster.refresh(topics)
         counts = self._partition_counts(topics)
@@ -408,7 +416,10 @@ class ConsumerCoordinator:
             try:
                 assigned = set(ungroup_partitions(parse_assignment(data).partitions))
             except CorruptRecordError as exc:
-                raise error_for(23, f"the assignment of group {self.group_id!r}: {exc}") from exc
+                raise error_for(
+                    ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                    f"the assignment of group {self.group_id!r}: {exc}",
+                ) from exc
         owned = set(subscriptions.owned())
         self.state = MemberState.STABLE
         self._needs_join_prepare = True
@@ -508,7 +519,7 @@ class ConsumerCoordinator:
             },
         )
         code = int(response.error_code)
-        if code == 0 or generation != self.generation:
+        if code == ErrorCode.NONE or generation != self.generation:
             return
         if code == REBALANCE_IN_PROGRESS:
             self.request_rejoin("the group is rebalancing")

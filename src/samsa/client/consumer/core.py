@@ -32,7 +32,7 @@ from samsa.client.consumer.subscription import SubscriptionMode, SubscriptionSta
 from samsa.client.consumer.types import ConsumerRecord, RebalanceListener
 from samsa.client.errors import ClientClosedError, IllegalStateError, error_for
 from samsa.client.producer.types import ConsumerGroupMetadata
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.types import TopicPartition
 
 __all__ = ["AsyncConsumer", "CommitCallback", "NoOffsetForPartitionError"]
@@ -63,7 +63,10 @@ class AsyncConsumer:
         self.client_id: str = config["client.id"] or f"samsa-consumer-{next(_consumer_ids)}"
         self.group_id: str | None = config["group.id"]
         if self.group_id is not None and not self.group_id:
-            raise error_for(24, "group.id must not be empty: set a name, or None for no group")
+            raise error_for(
+                ErrorCode.INVALID_GROUP_ID,
+                "group.id must not be empty: set a name, or None for no group",
+            )
         self._cluster = Cluster(
             config,
             client_id=self.client_id,
@@ -87,7 +90,8 @@ class AsyncConsumer:
             )
         elif config["enable.auto.commit"] and "enable.auto.commit" in config.explicit:
             raise error_for(
-                42,  # INVALID_REQUEST stands in for Java's InvalidConfigurationException
+                # INVALID_REQUEST stands in for Java's InvalidConfigurationException
+                ErrorCode.INVALID_REQUEST,
                 "enable.auto.commit=true needs a group.id to commit to",
             )
         self.max_poll_records: int = config["max.poll.records"]
@@ -351,7 +355,10 @@ class AsyncConsumer:
                     state.position, _timestamp, state.leader_epoch = found[tp]
                     state.reset = None
             if state.position is None and loop.time() >= deadline:
-                raise error_for(7, f"the position of {tp} was not found within {limit} s")
+                raise error_for(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the position of {tp} was not found within {limit} s",
+                )
             state = self._subscriptions.state(tp)
         return state.position
 
@@ -479,7 +486,7 @@ class AsyncConsumer:
         return {
             t.name: sorted(int(p.partition_index) for p in t.partitions)
             for t in response.topics
-            if int(t.error_code) == 0
+            if int(t.error_code) == ErrorCode.NONE
         }
 
     async def partitions_for(self, topic: str, timeout: float | None = None) -> list[int] | None:

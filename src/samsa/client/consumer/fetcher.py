@@ -43,7 +43,7 @@ from samsa.client.connection import BrokerConnection
 from samsa.client.consumer.subscription import SubscriptionState
 from samsa.client.consumer.types import ConsumerRecord
 from samsa.client.errors import RecordDeserializationError, error_for
-from samsa.errors import CorruptRecordError, KafkaError, SamsaError, TruncatedBatchError
+from samsa.errors import CorruptRecordError, ErrorCode, KafkaError, SamsaError, TruncatedBatchError
 from samsa.records.batch import TimestampType, read_batch
 from samsa.records.control import ControlRecordType, control_record_type
 from samsa.records.reader import iter_records, record_tuples
@@ -55,7 +55,6 @@ log = logging.getLogger(__name__)
 
 FETCH, LIST_OFFSETS = 1, 2
 LATEST, EARLIEST = -1, -2
-OFFSET_OUT_OF_RANGE = 1
 RETRY_PARTITION = frozenset(
     {
         3,  # UNKNOWN_TOPIC_OR_PARTITION
@@ -322,7 +321,7 @@ class Fetcher:
         if state is None or state.position != position:
             return  # reassigned or sought while the request was out
         code = int(partition.error_code)
-        if code == 0:
+        if code == ErrorCode.NONE:
             state.high_watermark = int(partition.high_watermark)
             state.last_stable_offset = int(partition.last_stable_offset)
             state.log_start_offset = int(partition.log_start_offset)
@@ -334,7 +333,7 @@ class Fetcher:
                 self.data.set()
             if error is not None:
                 self._fail(tp, next_offset, error)
-        elif code == OFFSET_OUT_OF_RANGE:
+        elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
             strategy = self.subscriptions.default_reset
             if strategy == "none":
                 self._fail(
@@ -557,7 +556,7 @@ class Fetcher:
                 if leader is None:
                     if tp[0] in cluster.topic_errors:
                         raise error_for(cluster.topic_errors[tp[0]], f"topic {tp[0]!r}")
-                    raise error_for(5, f"partition {tp} has no leader")
+                    raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, f"partition {tp} has no leader")
                 by_leader.setdefault(leader, {})[tp] = spec
             answers = await asyncio.gather(
                 *(self._list_offsets_at(node, part) for node, part in by_leader.items()),
@@ -571,7 +570,7 @@ class Fetcher:
                     retry = answer
                     continue
                 for tp, (code, value) in answer.items():
-                    if code == 0:
+                    if code == ErrorCode.NONE:
                         results[tp] = value
                         remaining.pop(tp, None)
                     else:
@@ -580,7 +579,9 @@ class Fetcher:
                             raise error
                         retry = error
             if remaining:
-                raise retry or error_for(5, "ListOffsets did not answer every partition")
+                raise retry or error_for(
+                    ErrorCode.LEADER_NOT_AVAILABLE, "ListOffsets did not answer every partition"
+                )
 
         await cluster.retrying(attempt, timeout_ms=timeout_ms, what="ListOffsets")
         return results

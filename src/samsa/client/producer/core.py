@@ -48,7 +48,7 @@ from samsa.client.producer.partitioner import StickyPartitioner, partition_for_k
 from samsa.client.producer.sender import Sender
 from samsa.client.producer.transactions import TransactionManager
 from samsa.client.producer.types import ConsumerGroupMetadata, DeliveryCallback, RecordMetadata
-from samsa.errors import for_code
+from samsa.errors import MessageTooLargeError
 from samsa.records import CompressionType
 from samsa.records.record import Header
 from samsa.types import TopicPartition
@@ -57,7 +57,6 @@ __all__ = ["AsyncProducer", "PreparedRecord"]
 
 log = logging.getLogger(__name__)
 
-MessageTooLargeError = for_code(10)
 UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE = 3, 5
 _producer_ids = itertools.count(1)
 Headers = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None]

@@ -33,7 +33,7 @@ from samsa.client.producer.transactions import (
     TransactionManager,
     TxnState,
 )
-from samsa.errors import KafkaError, SamsaError
+from samsa.errors import ErrorCode, KafkaError, SamsaError
 
 __all__ = ["Sender"]
 
@@ -41,11 +41,10 @@ log = logging.getLogger(__name__)
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
-DUPLICATE_SEQUENCE_NUMBER = 46
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-UNKNOWN_PRODUCER_ID = 59
 IDLE_POLL_S = 0.05
-_SEQUENCE_ERRORS = frozenset({OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID})
+_SEQUENCE_ERRORS = frozenset(
+    {ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID}
+)
 _FAILED_TXN = (TxnState.ABORTABLE_ERROR, TxnState.FATAL_ERROR)
 
 
@@ -289,11 +288,14 @@ class Sender:
         for batch in batches:
             answer = answers.get(batch.tp)
             if answer is None:
-                error = error_for(-1, f"the Produce response has no answer for {batch.tp}")
+                error = error_for(
+                    ErrorCode.UNKNOWN_SERVER_ERROR,
+                    f"the Produce response has no answer for {batch.tp}",
+                )
                 self._failed_attempt(batch, error, now)
                 continue
             code = int(answer.error_code)
-            if code in (0, DUPLICATE_SEQUENCE_NUMBER):
+            if code in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
                 self._complete(batch, int(answer.base_offset), answer.log_append_time)
             else:
                 message = getattr(answer, "error_message", None)

@@ -37,7 +37,7 @@ from samsa.client.errors import (
 )
 from samsa.client.producer.idempotence import IdempotenceState
 from samsa.client.producer.types import ConsumerGroupMetadata
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 from samsa.types import TopicPartition
 
 __all__ = ["TransactionManager", "TxnState"]
@@ -48,8 +48,13 @@ T = TypeVar("T")
 INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
 MAX_VERSIONS = {ADD_PARTITIONS: 3, END_TXN: 4, TXN_OFFSET_COMMIT: 4}
 PRODUCE_MAX_VERSION = 11
-CONCURRENT_TRANSACTIONS = 51
-FATAL_CODES = frozenset({47, 53, 90})  # INVALID_PRODUCER_EPOCH, ID_AUTHORIZATION, FENCED
+FATAL_CODES = frozenset(
+    {
+        ErrorCode.INVALID_PRODUCER_EPOCH,
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        ErrorCode.PRODUCER_FENCED,
+    }
+)
 CONCURRENT_BACKOFF_S = 0.02  # Kafka retries AddPartitions quickly while a previous EndTxn ends
 
 
@@ -123,7 +128,11 @@ class TransactionManager:
             self._fatal(error)
         elif self.state in (TxnState.IN_TRANSACTION, TxnState.COMMITTING):
             self.state = TxnState.ABORTABLE_ERROR
-            self.error = error if isinstance(error, KafkaError) else error_for(120, str(error))
+            self.error = (
+                error
+                if isinstance(error, KafkaError)
+                else error_for(ErrorCode.TRANSACTION_ABORTABLE, str(error))
+            )
 
     def _fatal(self, error: KafkaError) -> None:
         log.error("transactional producer %r: %s", self.transactional_id, error)
@@ -144,7 +153,7 @@ class TransactionManager:
             try:
                 response = await connection.request(api_key, body, version=version)
             except KafkaError as exc:
-                if exc.code == 13:
+                if exc.code == ErrorCode.NETWORK_EXCEPTION:
                     cluster.invalidate_coordinator(self.transactional_id, 1)
                 raise
             code = error_of(response)
@@ -216,10 +225,11 @@ class TransactionManager:
                 for t in response.results_by_topic_v3_and_below
                 for p in t.results_by_partition
             }
-            codes.discard(0)
-            # Partitions of a failed request answer OPERATION_NOT_ATTEMPTED (55); the real
-            # cause is the other code.
-            return min(codes - {55}, default=55 if codes else 0)
+            codes.discard(ErrorCode.NONE)
+            # Partitions of a failed request answer OPERATION_NOT_ATTEMPTED; the real cause
+            # is the other code.
+            not_attempted = ErrorCode.OPERATION_NOT_ATTEMPTED
+            return min(codes - {not_attempted}, default=not_attempted if codes else ErrorCode.NONE)
 
         try:
             while True:
@@ -228,7 +238,7 @@ class TransactionManager:
                                                first_error)  # fmt: skip
                     break
                 except KafkaError as exc:
-                    if exc.code != CONCURRENT_TRANSACTIONS:
+                    if exc.code != ErrorCode.CONCURRENT_TRANSACTIONS:
                         raise
                     await asyncio.sleep(CONCURRENT_BACKOFF_S)  # the last EndTxn is finishing
             self.partitions.update(tps)
@@ -236,7 +246,11 @@ class TransactionManager:
             self.started = True
         except (KafkaError, ClientTimeoutError) as exc:
             if self.state is not TxnState.FATAL_ERROR:
-                error = exc if isinstance(exc, KafkaError) else error_for(7, str(exc))
+                error = (
+                    exc
+                    if isinstance(exc, KafkaError)
+                    else error_for(ErrorCode.REQUEST_TIMED_OUT, str(exc))
+                )
                 self.state, self.error = TxnState.ABORTABLE_ERROR, error
         finally:
             self._wakeup()
