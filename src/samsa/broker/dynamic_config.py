@@ -34,16 +34,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from samsa.broker.config import BROKER_CONFIG, BrokerConfig
+from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ConfigError, InvalidRequestError, KafkaError, KafkaStorageError
+from samsa.storage import LogManager
 from samsa.storage.checkpoint import write_atomically
 from samsa.storage.log_config import LogConfig
-
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +94,9 @@ class DynamicBrokerConfig:
         """The effective configuration: static overlaid by the default, then the broker layer."""
         self._sequence = 0
         self._lock = asyncio.Lock()
+        self.on_change: Callable[[BrokerConfig], None] | None = None
+        """Called with the new effective configuration after an update is stored (the
+        broker sets it: it applies the configuration)."""
 
     def load(self) -> None:
         """Read the stored layers (blocking: run it off the event loop at start-up)."""
@@ -167,7 +169,7 @@ class DynamicBrokerConfig:
         except ConfigError as exc:
             raise InvalidRequestError(str(exc)) from exc
 
-    async def update(self, broker: Broker, per_broker: bool, props: Mapping[str, str]) -> None:
+    async def update(self, per_broker: bool, props: Mapping[str, str]) -> None:
         """Make ``props`` that layer's whole set: checked, stored in every data dir, applied."""
         async with self._lock:
             config = self.validate(per_broker, props)
@@ -182,7 +184,8 @@ class DynamicBrokerConfig:
                 raise KafkaStorageError(f"storing dynamic broker configs failed: {exc}") from exc
             self._sequence, self.cluster_default, self.per_broker = sequence, default, mine
             self.current = config
-            reconfigure(broker, config)
+            if self.on_change is not None:
+                self.on_change(config)
             log.info("dynamic broker configs now: default %s, broker %s", default, mine)
 
     def _save(self, data: bytes) -> None:
@@ -190,18 +193,19 @@ class DynamicBrokerConfig:
             write_atomically(directory / DYNAMIC_CONFIG_FILE, data)
 
 
-def reconfigure(broker: Broker, config: BrokerConfig) -> None:
-    """Apply an effective configuration to the running broker and every live log."""
-    broker.config = config
-    broker.replica_manager.defaults = config.log_defaults
-    broker.log_manager.default_config = config.log_defaults
-    broker.log_manager.cleaner_backoff_ms = config["log.cleaner.backoff.ms"]
+def reconfigure_logs(
+    config: BrokerConfig, replica_manager: ReplicaManager, log_manager: LogManager
+) -> None:
+    """Apply an effective configuration's log defaults to every live log."""
+    replica_manager.defaults = config.log_defaults
+    log_manager.default_config = config.log_defaults
+    log_manager.cleaner_backoff_ms = config["log.cleaner.backoff.ms"]
     by_topic: dict[str, LogConfig] = {}
-    for tp in list(broker.log_manager.all_logs()):
+    for tp in list(log_manager.all_logs()):
         topic_config = by_topic.get(tp.topic)
         if topic_config is None:
-            topic_config = by_topic[tp.topic] = broker.replica_manager.topic_config(tp.topic)
-        broker.log_manager.update_config(tp, topic_config)
+            topic_config = by_topic[tp.topic] = replica_manager.topic_config(tp.topic)
+        log_manager.update_config(tp, topic_config)
 
 
 def _check_log_defaults(defaults: LogConfig) -> None:

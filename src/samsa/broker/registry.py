@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
-from samsa.protocol.codec import RequestHeader
-
-Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
-"""Takes the request header and kio body; returns a kio response, a :class:`RawResponse`,
-or None for no response."""
-
-
-@dataclass(frozen=True, slots=True)
-class RawResponse:
-    """An already-encoded response frame: byte chunks and file regions to ``sendfile``."""
-
-    chunks: list[Any]
-    size: int
+from samsa.broker.api import Handler
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,13 +28,15 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from samsa.broker.acceptor import Acceptor, ConnectionQuotas, raise_open_files_limit
+from samsa.broker.api import CloseConnectionRequest, RawResponse, client_host
 from samsa.broker.config import BrokerConfig, Listener
-from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure
-from samsa.broker.handlers import register_all
-from samsa.broker.handlers.groups import client_host
+from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
+from samsa.broker.handlers import Services, register_all
+from samsa.broker.handlers.api_versions import unsupported_version_response
+from samsa.broker.internal_topics import InternalTopics
 from samsa.broker.memory_pool import RequestMemoryPool, release_freed_memory
 from samsa.broker.rate_limited_log import RateLimitedLog
-from samsa.broker.registry import ApiRegistry, RawResponse
+from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.cluster.local import LocalMetadataStore
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
@@ -123,8 +125,29 @@ class Broker:
         )
         # Markers written to __consumer_offsets publish or drop transactional offset commits.
         self.replica_manager.on_txn_marker = self.group_coordinator.on_txn_marker
+        self.dynamic_config.on_change = self.reconfigure
+        self.internal_topics = InternalTopics(
+            self.metadata,
+            self.replica_manager,
+            lambda: self.config,
+            offsets_partitions=self.group_coordinator.partitions,
+            transaction_partitions=self.txn_coordinator.partitions,
+        )
         self.registry = ApiRegistry()
-        register_all(self)
+        register_all(
+            self.registry,
+            Services(
+                node_id=self.node_id,
+                config=lambda: self.config,
+                advertised=lambda: self.advertised,
+                metadata=self.metadata,
+                replica_manager=self.replica_manager,
+                internal_topics=self.internal_topics,
+                group_coordinator=self.group_coordinator,
+                txn_coordinator=self.txn_coordinator,
+                dynamic_config=self.dynamic_config,
+            ),
+        )
         self.bound: list[BoundAddress] = []
         self._servers: list[Acceptor] = []
         self._connections: set[Connection] = set()
@@ -156,7 +179,7 @@ class Broker:
         await self._bind()
         await asyncio.to_thread(self.metadata.load)
         await asyncio.to_thread(self.dynamic_config.load)
-        reconfigure(self, self.dynamic_config.current)
+        self.reconfigure(self.dynamic_config.current)
         await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)
         self.replica_manager.load()
         offsets_logs = [
@@ -184,6 +207,12 @@ class Broker:
             ", ".join(str(d) for d in self.config.log_dirs),
             (time.monotonic() - started) * 1000,
         )
+
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """Take an effective configuration: requests read it from now on, every live log
+        takes its log defaults."""
+        self.config = config
+        reconfigure_logs(config, self.replica_manager, self.log_manager)
 
     async def _bind(self) -> None:
         """Bind every listener's socket; connections are accepted only once start-up is done."""
@@ -556,8 +585,6 @@ class Connection(asyncio.Protocol):
         registry = self.broker.registry
         if not registry.supports(api_key, api_version):
             if api_key == API_VERSIONS_KEY:
-                from samsa.broker.handlers.api_versions import unsupported_version_response
-
                 return encode_response(correlation_id, unsupported_version_response(registry))
             raise _CloseConnection(f"API key {api_key} version {api_version} is not served")
         try:
@@ -603,10 +630,6 @@ class Connection(asyncio.Protocol):
 
 
 _SENDFILE_STALL_S = 30.0
-
-
-class CloseConnectionRequest(SamsaError):
-    """Raised by a handler to close the client's connection (e.g. an acks=0 produce error)."""
 
 
 class _CloseConnection(Exception):

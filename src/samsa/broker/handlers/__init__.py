@@ -1,72 +1,113 @@
-"""Request handlers, one module per API family; each registers the versions it serves."""
+"""Request handlers, one module per API family; each registers the versions it serves.
+
+:func:`register_all` hands each module the services it uses, and only those.
+"""
 
 from __future__ import annotations
 
-import functools
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
-from kio.index import load_response_schema
-
-from samsa.errors import ErrorCode, KafkaError
-from samsa.protocol.build import build
-from samsa.protocol.codec import RequestHeader
-
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
-
-
-@functools.cache
-def _response_class(api_key: int, version: int) -> Any:
-    return load_response_schema(api_key, version)
-
-
-def respond(header: RequestHeader, values: dict[str, Any]) -> Any:
-    """The kio response of the request's key and version, built from ``values``."""
-    return build(_response_class(header.api_key, header.api_version), values)
-
-
-def error_fields(exc: BaseException) -> dict[str, Any]:
-    """``error_code`` and ``error_message`` for an exception raised while serving a request."""
-    if isinstance(exc, KafkaError):
-        return {"error_code": exc.code, "error_message": str(exc)}
-    return {
-        "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
-        "error_message": f"{type(exc).__name__}: {exc}",
-    }
+from samsa.broker.config import BrokerConfig, Listener
+from samsa.broker.dynamic_config import DynamicBrokerConfig
+from samsa.broker.handlers import (
+    api_versions,
+    cluster,
+    configs,
+    fetch,
+    groups,
+    list_offsets,
+    metadata,
+    partitions,
+    produce,
+    producer_id,
+    producers,
+    topics,
+    transactions,
+    txn_markers,
+)
+from samsa.broker.internal_topics import InternalTopics
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.cluster.local import LocalMetadataStore
+from samsa.coordinator.group.coordinator import GroupCoordinator
+from samsa.coordinator.transaction.coordinator import TransactionCoordinator
 
 
-def register_all(broker: Broker) -> None:
-    from samsa.broker.handlers import (
-        api_versions,
-        cluster,
-        configs,
-        fetch,
-        groups,
-        list_offsets,
-        metadata,
-        partitions,
-        produce,
-        producer_id,
-        producers,
-        topics,
-        transactions,
-        txn_markers,
+class Services:
+    """What the broker offers its handlers; each handler is given the part it uses.
+
+    Handler modules that take a view of it (``TopicsServices``…) declare that view as
+    a Protocol: mypy holds them to it.
+    """
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        config: Callable[[], BrokerConfig],
+        advertised: Callable[[], Listener],
+        metadata: LocalMetadataStore,
+        replica_manager: ReplicaManager,
+        internal_topics: InternalTopics,
+        group_coordinator: GroupCoordinator,
+        txn_coordinator: TransactionCoordinator,
+        dynamic_config: DynamicBrokerConfig,
+    ) -> None:
+        self.node_id = node_id
+        self.current_config = config
+        self.current_advertised = advertised
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+        self.internal_topics = internal_topics
+        self.group_coordinator = group_coordinator
+        self.txn_coordinator = txn_coordinator
+        self.dynamic_config = dynamic_config
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The effective configuration, read per request (dynamic changes replace it)."""
+        return self.current_config()
+
+    @property
+    def advertised(self) -> Listener:
+        """The address clients are told to use (port 0 is bound after start)."""
+        return self.current_advertised()
+
+
+def register_all(registry: ApiRegistry, s: Services) -> None:
+    config, advertised = s.current_config, s.current_advertised
+    api_versions.register(registry)
+    metadata.register(registry, s)
+    topics.register(registry, s)
+    produce.register(registry, metadata=s.metadata, replicas=s.replica_manager)
+    fetch.register(registry, config=config, metadata=s.metadata, replicas=s.replica_manager)
+    list_offsets.register(registry, replicas=s.replica_manager)
+    producer_id.register(
+        registry,
+        metadata=s.metadata,
+        txn_coordinator=s.txn_coordinator,
+        internal_topics=s.internal_topics,
     )
-
-    for module in (
-        api_versions,
-        metadata,
-        topics,
-        produce,
-        fetch,
-        list_offsets,
-        producer_id,
-        partitions,
-        cluster,
-        configs,
-        groups,
-        transactions,
-        txn_markers,
-        producers,
-    ):
-        module.register(broker)
+    partitions.register(registry, s)
+    cluster.register(registry, node_id=s.node_id, advertised=advertised, metadata=s.metadata)
+    configs.register(registry, s)
+    groups.register(
+        registry,
+        node_id=s.node_id,
+        config=config,
+        advertised=advertised,
+        metadata_store=s.metadata,
+        replicas=s.replica_manager,
+        internal_topics=s.internal_topics,
+        group_coordinator=s.group_coordinator,
+    )
+    transactions.register(
+        registry,
+        config=config,
+        replicas=s.replica_manager,
+        internal_topics=s.internal_topics,
+        group_coordinator=s.group_coordinator,
+        txn_coordinator=s.txn_coordinator,
+    )
+    txn_markers.register(registry, replicas=s.replica_manager)
+    producers.register(registry, replicas=s.replica_manager)

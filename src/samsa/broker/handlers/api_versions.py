@@ -6,18 +6,15 @@ UNSUPPORTED_VERSION and the supported ranges, so the client can retry lower.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 
-from samsa.broker.handlers import respond
+from samsa.broker.api import respond
 from samsa.broker.registry import ApiRegistry
 from samsa.errors import ErrorCode
 from samsa.protocol.build import build
 from samsa.protocol.codec import RequestHeader
-
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
 
 API_KEY = 18
 
@@ -36,7 +33,7 @@ def unsupported_version_response(registry: ApiRegistry) -> Any:
     )
 
 
-def register(broker: Broker) -> None:
+def register(registry: ApiRegistry) -> None:
     cache: dict[int, Any] = {}
 
     async def handle(header: RequestHeader, body: Any) -> Any:
@@ -47,11 +44,11 @@ def register(broker: Broker) -> None:
                 header,
                 {
                     "error_code": ErrorCode.NONE,
-                    "api_keys": _keys(broker.registry),
+                    "api_keys": _keys(registry),
                     "throttle_time": 0,
                 },
             )
             cache[header.api_version] = response
         return response
 
-    broker.registry.add(API_KEY, 0, 4, handle)
+    registry.add(API_KEY, 0, 4, handle)

@@ -10,16 +10,17 @@ Kafka broker refuses it: this is a broker endpoint.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from samsa.broker.api import respond
 from samsa.broker.authorized_operations import cluster_operations
-from samsa.broker.handlers import respond
+from samsa.broker.config import Listener
+from samsa.broker.registry import ApiRegistry
+from samsa.cluster.local import LocalMetadataStore
 from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
-
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
 
 API_KEY = 60
 
@@ -44,13 +45,19 @@ def _endpoint_error(version: int, requested: int) -> dict[str, Any] | None:
     return {"error_code": code, "error_message": message, "controller_id": -1}
 
 
-def register(broker: Broker) -> None:
+def register(
+    registry: ApiRegistry,
+    *,
+    node_id: int,
+    advertised: Callable[[], Listener],
+    metadata: LocalMetadataStore,
+) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
         requested = getattr(body, "endpoint_type", EndpointType.BROKER)
         error = _endpoint_error(header.api_version, requested)
         if error is not None:
             return respond(header, {"throttle_time": 0, "endpoint_type": requested, **error})
-        listener = broker.advertised
+        listener = advertised()
         operations = cluster_operations(body.include_cluster_authorized_operations)
         return respond(
             header,
@@ -59,11 +66,11 @@ def register(broker: Broker) -> None:
                 "error_code": ErrorCode.NONE,
                 "error_message": None,
                 "endpoint_type": EndpointType.BROKER,
-                "cluster_id": broker.metadata.cluster_id,
-                "controller_id": broker.node_id,
+                "cluster_id": metadata.cluster_id,
+                "controller_id": node_id,
                 "brokers": [
                     {
-                        "broker_id": broker.node_id,
+                        "broker_id": node_id,
                         "host": listener.host,
                         "port": listener.port,
                         "rack": None,
@@ -74,4 +81,4 @@ def register(broker: Broker) -> None:
             },
         )
 
-    broker.registry.add(API_KEY, 0, 2, handle)
+    registry.add(API_KEY, 0, 2, handle)

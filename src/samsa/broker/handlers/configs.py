@@ -36,12 +36,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from samsa.broker.config import BROKER_CONFIG
-from samsa.broker.dynamic_config import DYNAMIC_BROKER_CONFIGS, TOPIC_CONFIG_SYNONYMS
-from samsa.broker.handlers import error_fields, respond
-from samsa.cluster.local import validate_topic_name
+from samsa.broker.api import error_fields, respond
+from samsa.broker.config import BROKER_CONFIG, BrokerConfig
+from samsa.broker.dynamic_config import (
+    DYNAMIC_BROKER_CONFIGS,
+    TOPIC_CONFIG_SYNONYMS,
+    DynamicBrokerConfig,
+)
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.cluster.local import LocalMetadataStore, validate_topic_name
 from samsa.config import ConfigDef, ConfigKey, ConfigType
 from samsa.errors import (
     ConfigError,
@@ -54,8 +60,25 @@ from samsa.errors import (
 from samsa.protocol.codec import RequestHeader
 from samsa.storage.log_config import TOPIC_CONFIG
 
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+
+class ConfigsServices(Protocol):
+    """The part of the broker DescribeConfigs, AlterConfigs and IncrementalAlterConfigs use."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def dynamic_config(self) -> DynamicBrokerConfig: ...
+
+    @property
+    def metadata(self) -> LocalMetadataStore: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
 
 DESCRIBE_CONFIGS = 32
 ALTER_CONFIGS = 33
@@ -132,7 +155,7 @@ def _entry(
 
 
 def _broker_synonyms(
-    broker: Broker, names: Iterable[str], *, per_broker: bool = True
+    broker: ConfigsServices, names: Iterable[str], *, per_broker: bool = True
 ) -> list[dict[str, Any]]:
     """Every layer that sets one of ``names``, highest first, each layer listing all of
     them (Kafka's order of sources): this broker's dynamic configs (unless describing
@@ -176,7 +199,7 @@ def _selected(definition: ConfigDef, wanted: Iterable[str] | None) -> list[Confi
 
 
 def _describe_topic(
-    broker: Broker, name: str, wanted: Iterable[str] | None, synonyms: bool, docs: bool
+    broker: ConfigsServices, name: str, wanted: Iterable[str] | None, synonyms: bool, docs: bool
 ) -> list[dict[str, Any]]:
     validate_topic_name(name)
     info = broker.metadata.get(name)
@@ -196,13 +219,15 @@ def _describe_topic(
     return entries
 
 
-def _check_broker_name(broker: Broker, name: str) -> None:
+def _check_broker_name(broker: ConfigsServices, name: str) -> None:
     if name == "":
         return
     try:
         node_id = int(name)
     except ValueError:
-        raise InvalidRequestError(f"Broker id must be an integer, but it is: {name}") from None
+        raise InvalidRequestError(
+            f"ConfigsServices id must be an integer, but it is: {name}"
+        ) from None
     if node_id != broker.node_id:
         raise InvalidRequestError(
             f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}"
@@ -210,9 +235,9 @@ def _check_broker_name(broker: Broker, name: str) -> None:
 
 
 def _describe_broker(
-    broker: Broker, name: str, wanted: Iterable[str] | None, synonyms: bool, docs: bool
+    broker: ConfigsServices, name: str, wanted: Iterable[str] | None, synonyms: bool, docs: bool
 ) -> list[dict[str, Any]]:
-    """Broker ``"<id>"``: every key, with its effective value; broker ``""`` (the
+    """ConfigsServices ``"<id>"``: every key, with its effective value; broker ``""`` (the
     cluster-wide default, as Kafka answers it): only the keys set at that level."""
     _check_broker_name(broker, name)
     per_broker = name != ""
@@ -243,7 +268,7 @@ def _unsupported_type(resource_type: int) -> KafkaError:
 # -- alter -----------------------------------------------------------------------------------
 
 
-def _altered_topic(broker: Broker, resource: Any) -> str:
+def _altered_topic(broker: ConfigsServices, resource: Any) -> str:
     """The topic an alteration targets; raises the error a non-topic resource deserves."""
     kind, name = resource.resource_type, resource.resource_name
     if kind != ResourceType.TOPIC:
@@ -254,7 +279,7 @@ def _altered_topic(broker: Broker, resource: Any) -> str:
     return str(name)
 
 
-def _check_topic_configs(broker: Broker, overrides: Mapping[str, str]) -> None:
+def _check_topic_configs(broker: ConfigsServices, overrides: Mapping[str, str]) -> None:
     """Every key known and value valid (INVALID_CONFIG naming the key), and consistent."""
     for name, raw in overrides.items():
         if name not in TOPIC_CONFIG:
@@ -318,7 +343,9 @@ def _incremented(
     return overrides
 
 
-def _alter_topic(broker: Broker, resource: Any, validate_only: bool, incremental: bool) -> None:
+def _alter_topic(
+    broker: ConfigsServices, resource: Any, validate_only: bool, incremental: bool
+) -> None:
     topic = _altered_topic(broker, resource)
     if incremental:
         info = broker.metadata.get(topic)
@@ -339,7 +366,7 @@ def _alter_topic(broker: Broker, resource: Any, validate_only: bool, incremental
 
 
 async def _alter_broker(
-    broker: Broker, resource: Any, validate_only: bool, incremental: bool
+    broker: ConfigsServices, resource: Any, validate_only: bool, incremental: bool
 ) -> None:
     """A dynamic change of this broker (``"<id>"``) or of the cluster-wide default (``""``)."""
     name = resource.resource_name
@@ -363,11 +390,11 @@ async def _alter_broker(
         for key, value in props.items()
     }
     if not validate_only:
-        await dynamic.update(broker, per_broker, canonical)
+        await dynamic.update(per_broker, canonical)
 
 
 async def _alter(
-    broker: Broker, resources: Iterable[Any], validate_only: bool, incremental: bool
+    broker: ConfigsServices, resources: Iterable[Any], validate_only: bool, incremental: bool
 ) -> list[dict[str, Any]]:
     resources = list(resources)
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
@@ -393,7 +420,7 @@ async def _alter(
     return results
 
 
-def register(broker: Broker) -> None:
+def register(registry: ApiRegistry, broker: ConfigsServices) -> None:
     async def describe_configs(header: RequestHeader, body: Any) -> Any:
         synonyms = body.include_synonyms
         docs = getattr(body, "include_documentation", False)
@@ -426,6 +453,6 @@ def register(broker: Broker) -> None:
         results = await _alter(broker, body.resources, body.validate_only, incremental=True)
         return respond(header, {"throttle_time": 0, "responses": results})
 
-    broker.registry.add(DESCRIBE_CONFIGS, 1, 4, describe_configs)
-    broker.registry.add(ALTER_CONFIGS, 0, 2, alter_configs)
-    broker.registry.add(INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs)
+    registry.add(DESCRIBE_CONFIGS, 1, 4, describe_configs)
+    registry.add(ALTER_CONFIGS, 0, 2, alter_configs)
+    registry.add(INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs)

@@ -21,24 +21,31 @@ Versions 13+ name topics by id.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from samsa.broker.registry import RawResponse
+from samsa.broker.api import RawResponse
+from samsa.broker.config import BrokerConfig
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.cluster.local import LocalMetadataStore
 from samsa.errors import ErrorCode, KafkaError, UnknownTopicIdError
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
 from samsa.types import TopicPartition
 
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
-
 API_KEY = 1
 READ_COMMITTED = 1
 
 
-def register(broker: Broker) -> None:
-    replicas = broker.replica_manager
-    broker_max_bytes = int(broker.config["fetch.max.bytes"])
+def register(
+    registry: ApiRegistry,
+    *,
+    config: Callable[[], BrokerConfig],
+    metadata: LocalMetadataStore,
+    replicas: ReplicaManager,
+) -> None:
+    broker_max_bytes = int(config()["fetch.max.bytes"])
 
     def read_all(body: Any, names: list[str | None]) -> tuple[list[FetchTopic], int, bool]:
         remaining = min(body.max_bytes, broker_max_bytes)
@@ -100,7 +107,7 @@ def register(broker: Broker) -> None:
         for topic in body.topics:
             name = getattr(topic, "topic", None)
             if name is None:
-                info = broker.metadata.by_id(topic.topic_id)
+                info = metadata.by_id(topic.topic_id)
                 name = info.name if info is not None else None
             names.append(name)
         deadline = time.monotonic() + body.max_wait.total_seconds()
@@ -120,4 +127,4 @@ def register(broker: Broker) -> None:
         chunks, size = encode_fetch_response(header.api_version, header.correlation_id, topics)
         return RawResponse(chunks, size)
 
-    broker.registry.add(API_KEY, 4, 17, handle)
+    registry.add(API_KEY, 4, 17, handle)

@@ -14,13 +14,17 @@ this module resolves topic ids and says which topics exist.
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from samsa.broker.handlers import respond
+from samsa.broker.api import client_host, respond
+from samsa.broker.config import BrokerConfig, Listener
+from samsa.broker.internal_topics import InternalTopics
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.cluster.local import LocalMetadataStore
 from samsa.coordinator.group.coordinator import (
-    OFFSETS_TOPIC,
-    OFFSETS_TOPIC_CONFIGS,
+    GroupCoordinator,
     JoinRequest,
     OffsetCommitMember,
     PartitionOffset,
@@ -29,9 +33,6 @@ from samsa.errors import ErrorCode
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
-
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
 
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
@@ -42,36 +43,32 @@ TRANSACTION_KEY_TYPE = 1
 GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 OPERATIONS_NOT_REQUESTED = -(2**31)
 
-# The peer of the connection whose request is being served ("/127.0.0.1", as Kafka shows it).
-client_host: ContextVar[str] = ContextVar("client_host", default="")
 
-
-def ensure_offsets_topic(broker: Broker) -> None:
-    if broker.metadata.get(OFFSETS_TOPIC) is None:
-        info = broker.metadata.create_topic(
-            OFFSETS_TOPIC, broker.group_coordinator.partitions, OFFSETS_TOPIC_CONFIGS,
-            is_internal=True,
-        )  # fmt: skip
-        broker.replica_manager.ensure_partitions(info)
-
-
-def register(broker: Broker) -> None:
-    coordinator = broker.group_coordinator
-    metadata_max_bytes = broker.config["offset.metadata.max.bytes"]
+def register(
+    registry: ApiRegistry,
+    *,
+    node_id: int,
+    config: Callable[[], BrokerConfig],
+    advertised: Callable[[], Listener],
+    metadata_store: LocalMetadataStore,
+    replicas: ReplicaManager,
+    internal_topics: InternalTopics,
+    group_coordinator: GroupCoordinator,
+) -> None:
+    coordinator = group_coordinator
+    metadata_max_bytes = config()["offset.metadata.max.bytes"]
 
     def listener_fields() -> dict[str, Any]:
-        listener = broker.advertised  # read per request: port 0 is bound after start
-        return {"node_id": broker.node_id, "host": listener.host, "port": listener.port}
+        listener = advertised()  # read per request: port 0 is bound after start
+        return {"node_id": node_id, "host": listener.host, "port": listener.port}
 
     def coordinator_for(key: str, key_type: int) -> dict[str, Any]:
         if key_type == TRANSACTION_KEY_TYPE:
-            from samsa.broker.handlers.transactions import ensure_transaction_topic
-
             if not key:
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": ErrorCode.INVALID_REQUEST,
                         "error_message": "empty transactional id"}  # fmt: skip
-            ensure_transaction_topic(broker)
+            internal_topics.ensure_transaction_topic()
             return {
                 "key": key,
                 **listener_fields(),
@@ -86,7 +83,7 @@ def register(broker: Broker) -> None:
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": ErrorCode.INVALID_GROUP_ID,
                     "error_message": "empty group id"}  # fmt: skip
-        ensure_offsets_topic(broker)
+        internal_topics.ensure_offsets_topic()
         return {
             "key": key,
             **listener_fields(),
@@ -105,7 +102,7 @@ def register(broker: Broker) -> None:
 
     # -- membership ------------------------------------------------------------------
     async def join_group(header: RequestHeader, body: Any) -> Any:
-        ensure_offsets_topic(broker)
+        internal_topics.ensure_offsets_topic()
         session_ms = duration_ms(body.session_timeout)
         rebalance = getattr(body, "rebalance_timeout", None)
         request = JoinRequest(
@@ -192,12 +189,12 @@ def register(broker: Broker) -> None:
         for topic in body.topics:
             name = getattr(topic, "name", None)
             if name is None and getattr(topic, "topic_id", None) is not None:
-                found = broker.metadata.by_id(topic.topic_id)
+                found = metadata_store.by_id(topic.topic_id)
                 name = found.name if found is not None else None
             partitions = []
             for p in topic.partitions:
                 tp = TopicPartition(name or "", p.partition_index)
-                exists = name is not None and broker.replica_manager.get(tp) is not None
+                exists = name is not None and replicas.get(tp) is not None
                 requested.append(PartitionOffset(
                     tp, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                     p.committed_metadata or "", topic_exists=exists,
@@ -210,7 +207,7 @@ def register(broker: Broker) -> None:
             member,
             requested,
             metadata_max_bytes=metadata_max_bytes,
-            before_write=lambda: ensure_offsets_topic(broker),
+            before_write=internal_topics.ensure_offsets_topic,
         )
         for entry, code in zip(entries, codes, strict=True):
             entry["error_code"] = code
@@ -310,14 +307,14 @@ def register(broker: Broker) -> None:
             "results": [{"group_id": g, "error_code": code} for g, code in results.items()],
         })  # fmt: skip
 
-    broker.registry.add(FIND_COORDINATOR, 0, 6, find_coordinator)
-    broker.registry.add(JOIN_GROUP, 0, 9, join_group)
-    broker.registry.add(SYNC_GROUP, 0, 5, sync_group)
-    broker.registry.add(HEARTBEAT, 0, 4, heartbeat)
-    broker.registry.add(LEAVE_GROUP, 0, 5, leave_group)
-    broker.registry.add(OFFSET_COMMIT, 2, 10, offset_commit)
-    broker.registry.add(OFFSET_FETCH, 1, 10, offset_fetch)
-    broker.registry.add(OFFSET_DELETE, 0, 0, offset_delete)
-    broker.registry.add(DESCRIBE_GROUPS, 0, 5, describe_groups)
-    broker.registry.add(LIST_GROUPS, 0, 5, list_groups)
-    broker.registry.add(DELETE_GROUPS, 0, 2, delete_groups)
+    registry.add(FIND_COORDINATOR, 0, 6, find_coordinator)
+    registry.add(JOIN_GROUP, 0, 9, join_group)
+    registry.add(SYNC_GROUP, 0, 5, sync_group)
+    registry.add(HEARTBEAT, 0, 4, heartbeat)
+    registry.add(LEAVE_GROUP, 0, 5, leave_group)
+    registry.add(OFFSET_COMMIT, 2, 10, offset_commit)
+    registry.add(OFFSET_FETCH, 1, 10, offset_fetch)
+    registry.add(OFFSET_DELETE, 0, 0, offset_delete)
+    registry.add(DESCRIBE_GROUPS, 0, 5, describe_groups)
+    registry.add(LIST_GROUPS, 0, 5, list_groups)
+    registry.add(DELETE_GROUPS, 0, 2, delete_groups)

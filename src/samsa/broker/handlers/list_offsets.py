@@ -11,23 +11,22 @@ answers offset -1, timestamp -1, as Kafka does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from samsa.broker.handlers import respond
+from samsa.broker.api import respond
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import RequestHeader
 from samsa.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from samsa.types import TopicPartition
-
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
 
 API_KEY = 2
 READ_COMMITTED = 1
 EARLIEST_LOCAL_TIMESTAMP = -4
 
 
-def register(broker: Broker) -> None:
+def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
         committed = getattr(body, "isolation_level", 0) == READ_COMMITTED
         topics = []
@@ -43,7 +42,7 @@ def register(broker: Broker) -> None:
                 }
                 try:
                     tp = TopicPartition(topic.name, p.partition_index)
-                    partition_log = broker.replica_manager.partition(tp).log
+                    partition_log = replicas.partition(tp).log
                     fetchable = (
                         partition_log.last_stable_offset
                         if committed
@@ -68,4 +67,4 @@ def register(broker: Broker) -> None:
             topics.append({"name": topic.name, "partitions": partitions})
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    broker.registry.add(API_KEY, 1, 11, handle)
+    registry.add(API_KEY, 1, 11, handle)

@@ -14,23 +14,47 @@ defines on the cluster, as a Kafka broker without an authorizer does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from samsa.broker.api import respond
 from samsa.broker.authorized_operations import cluster_operations, topic_operations
-from samsa.broker.handlers import respond
-from samsa.cluster.local import TopicInfo, validate_topic_name
+from samsa.broker.config import BrokerConfig, Listener
+from samsa.broker.internal_topics import InternalTopics
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.cluster.local import LocalMetadataStore, TopicInfo, validate_topic_name
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC
 from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import RequestHeader
 
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+
+class MetadataServices(Protocol):
+    """The part of the broker Metadata uses."""
+
+    @property
+    def advertised(self) -> Listener: ...
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def internal_topics(self) -> InternalTopics: ...
+
+    @property
+    def metadata(self) -> LocalMetadataStore: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
 
 API_KEY = 3
 
 
-def topic_entry(broker: Broker, info: TopicInfo, operations: int) -> dict[str, Any]:
+def topic_entry(broker: MetadataServices, info: TopicInfo, operations: int) -> dict[str, Any]:
     node = broker.node_id
     return {
         "error_code": ErrorCode.NONE,
@@ -53,20 +77,17 @@ def topic_entry(broker: Broker, info: TopicInfo, operations: int) -> dict[str, A
     }
 
 
-def auto_create(broker: Broker, name: str) -> TopicInfo:
+def auto_create(broker: MetadataServices, name: str) -> TopicInfo:
     """Create ``name`` with the broker's defaults (``num.partitions``).
 
     An internal topic is created as its coordinator creates it — its partition count,
     its configs, marked internal — as Kafka's ``AutoTopicCreationManager`` does: one
     partition of ``__consumer_offsets`` would leave most groups without a coordinator.
     """
-    from samsa.broker.handlers.groups import ensure_offsets_topic
-    from samsa.broker.handlers.transactions import ensure_transaction_topic
-
     if name == OFFSETS_TOPIC:
-        ensure_offsets_topic(broker)
+        broker.internal_topics.ensure_offsets_topic()
     elif name == TRANSACTION_STATE_TOPIC:
-        ensure_transaction_topic(broker)
+        broker.internal_topics.ensure_transaction_topic()
     created = broker.metadata.get(name)
     if created is not None:
         return created
@@ -75,7 +96,7 @@ def auto_create(broker: Broker, name: str) -> TopicInfo:
     return info
 
 
-def register(broker: Broker) -> None:
+def register(registry: ApiRegistry, broker: MetadataServices) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
         store = broker.metadata
         requested = body.topics
@@ -140,4 +161,4 @@ def register(broker: Broker) -> None:
             },
         )
 
-    broker.registry.add(API_KEY, 0, 13, handle)
+    registry.add(API_KEY, 0, 13, handle)

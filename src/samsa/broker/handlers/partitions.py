@@ -13,11 +13,13 @@ offset -1 means the high watermark.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from samsa.broker.handlers import error_fields, respond
+from samsa.broker.api import error_fields, respond
 from samsa.broker.internal_topics import refuse_client_change
-from samsa.cluster.local import TopicInfo
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.cluster.local import LocalMetadataStore, TopicInfo
 from samsa.errors import (
     ErrorCode,
     InvalidPartitionsError,
@@ -30,8 +32,19 @@ from samsa.errors import (
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+
+class PartitionsServices(Protocol):
+    """The part of the broker CreatePartitions and DeleteRecords use."""
+
+    @property
+    def metadata(self) -> LocalMetadataStore: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
 
 CREATE_PARTITIONS = 37
 DELETE_RECORDS = 21
@@ -40,12 +53,12 @@ HIGH_WATERMARK = -1
 """DeleteRecords offset meaning "everything below the high watermark"."""
 
 
-def _added_partitions(broker: Broker, topic: Any) -> int:
+def _added_partitions(broker: PartitionsServices, topic: Any) -> int:
     info = broker.metadata.get(topic.name)
     return max(topic.count - info.partitions, 0) if info is not None else 0
 
 
-def _check_assignments(broker: Broker, info: TopicInfo, topic: Any) -> None:
+def _check_assignments(broker: PartitionsServices, info: TopicInfo, topic: Any) -> None:
     added = topic.count - info.partitions
     if len(topic.assignments) != added:
         raise InvalidReplicaAssignmentError(
@@ -72,7 +85,9 @@ def _check_assignments(broker: Broker, info: TopicInfo, topic: Any) -> None:
             )
 
 
-def _grow_one(broker: Broker, topic: Any, validate_only: bool, over_limit: bool) -> dict[str, Any]:
+def _grow_one(
+    broker: PartitionsServices, topic: Any, validate_only: bool, over_limit: bool
+) -> dict[str, Any]:
     name = topic.name
     try:
         if over_limit:
@@ -98,7 +113,7 @@ def _grow_one(broker: Broker, topic: Any, validate_only: bool, over_limit: bool)
         return {"name": name, **error_fields(exc)}
 
 
-def _delete_before(broker: Broker, tp: TopicPartition, offset: int) -> int:
+def _delete_before(broker: PartitionsServices, tp: TopicPartition, offset: int) -> int:
     """Move ``tp``'s log start offset to ``offset`` (-1: the high watermark); the new start."""
     refuse_client_change(broker.metadata, tp.topic, "delete records of")
     partition_log = broker.replica_manager.partition(tp).log
@@ -111,7 +126,7 @@ def _delete_before(broker: Broker, tp: TopicPartition, offset: int) -> int:
     return partition_log.delete_records_before(target)
 
 
-def register(broker: Broker) -> None:
+def register(registry: ApiRegistry, broker: PartitionsServices) -> None:
     async def create_partitions(header: RequestHeader, body: Any) -> Any:
         names = Counter(topic.name for topic in body.topics)
         unique = [topic for topic in body.topics if names[topic.name] == 1]
@@ -139,5 +154,5 @@ def register(broker: Broker) -> None:
             topics.append({"name": topic.name, "partitions": partitions})
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    broker.registry.add(CREATE_PARTITIONS, 0, 3, create_partitions)
-    broker.registry.add(DELETE_RECORDS, 0, 2, delete_records)
+    registry.add(CREATE_PARTITIONS, 0, 3, create_partitions)
+    registry.add(DELETE_RECORDS, 0, 2, delete_records)

@@ -19,10 +19,13 @@ with the usual idempotence checks.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from samsa.broker.handlers import error_fields, respond
+from samsa.broker.api import CloseConnectionRequest, error_fields, respond
 from samsa.broker.internal_topics import refuse_client_change
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.cluster.local import LocalMetadataStore
 from samsa.errors import (
     ErrorCode,
     InvalidRecordError,
@@ -34,9 +37,6 @@ from samsa.protocol.codec import RequestHeader
 from samsa.records.batch import iter_batches
 from samsa.storage.validator import RecordValidationError
 from samsa.types import TopicPartition
-
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
 
 API_KEY = 0
 
@@ -51,8 +51,9 @@ def _one_batch(records: Any) -> bytes:
     return bytes(records) if not isinstance(records, bytes) else records
 
 
-def register(broker: Broker) -> None:
-    from samsa.broker.server import CloseConnectionRequest
+def register(
+    registry: ApiRegistry, *, metadata: LocalMetadataStore, replicas: ReplicaManager
+) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         acks = body.acks
@@ -61,7 +62,7 @@ def register(broker: Broker) -> None:
         for topic in body.topic_data or ():
             name = getattr(topic, "name", None)
             if name is None:
-                info = broker.metadata.by_id(topic.topic_id)
+                info = metadata.by_id(topic.topic_id)
                 name = info.name if info is not None else None
             partitions = []
             for data in topic.partition_data or ():
@@ -71,9 +72,9 @@ def register(broker: Broker) -> None:
                         raise UnknownTopicIdError(f"no topic has id {topic.topic_id}")
                     if acks not in (0, 1, -1):
                         raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
-                    refuse_client_change(broker.metadata, name, "append to")
+                    refuse_client_change(metadata, name, "append to")
                     tp = TopicPartition(name, data.index)
-                    appended = await broker.replica_manager.append(
+                    appended = await replicas.append(
                         tp, bytearray(_one_batch(data.records)), required_acks=acks
                     )
                     entry.update(
@@ -104,7 +105,7 @@ def register(broker: Broker) -> None:
             return None
         return respond(header, {"responses": topics, "throttle_time": 0})
 
-    broker.registry.add(API_KEY, 3, 13, handle, advertised_min=0)
+    registry.add(API_KEY, 3, 13, handle, advertised_min=0)
 
 
 def topic_id_of(topic: Any) -> Any:

@@ -12,29 +12,36 @@ which introduced it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from samsa.broker.handlers import respond
-from samsa.broker.handlers.transactions import ensure_transaction_topic, for_version
+from samsa.broker.api import respond
+from samsa.broker.handlers.transactions import for_version
+from samsa.broker.internal_topics import InternalTopics
+from samsa.broker.registry import ApiRegistry
+from samsa.cluster.local import LocalMetadataStore
+from samsa.coordinator.transaction.coordinator import TransactionCoordinator
 from samsa.errors import ErrorCode
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
-
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
 
 API_KEY = 22
 MAX_EPOCH = 32767
 
 
-def register(broker: Broker) -> None:
+def register(
+    registry: ApiRegistry,
+    *,
+    metadata: LocalMetadataStore,
+    txn_coordinator: TransactionCoordinator,
+    internal_topics: InternalTopics,
+) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
         producer_id = getattr(body, "producer_id", -1)
         epoch = getattr(body, "producer_epoch", -1)
         if body.transactional_id is not None:
             if body.transactional_id:  # an empty id is refused without creating anything
-                ensure_transaction_topic(broker)
-            result = await broker.txn_coordinator.init_producer_id(
+                internal_topics.ensure_transaction_topic()
+            result = await txn_coordinator.init_producer_id(
                 body.transactional_id, duration_ms(body.transaction_timeout), producer_id, epoch
             )
             error = for_version(result.error, header.api_version, fenced_since=4)
@@ -46,11 +53,11 @@ def register(broker: Broker) -> None:
         if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
             new_id, new_epoch = producer_id, epoch + 1
         else:
-            new_id, new_epoch = broker.metadata.allocate_producer_id(), 0
+            new_id, new_epoch = metadata.allocate_producer_id(), 0
         return respond(
             header,
             {"throttle_time": 0, "error_code": ErrorCode.NONE, "producer_id": new_id,
              "producer_epoch": new_epoch},
         )  # fmt: skip
 
-    broker.registry.add(API_KEY, 0, 5, handle)
+    registry.add(API_KEY, 0, 5, handle)

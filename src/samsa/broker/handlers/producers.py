@@ -10,21 +10,19 @@ partition's log remembers is listed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from samsa.broker.handlers import error_fields, respond
+from samsa.broker.api import error_fields, respond
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
-
 API_KEY = 61
 
 
-def register(broker: Broker) -> None:
-    replicas = broker.replica_manager
+def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         topics = []
@@ -52,4 +50,4 @@ def register(broker: Broker) -> None:
             topics.append({"name": topic.name, "partitions": partitions})
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    broker.registry.add(API_KEY, 0, 0, handle)
+    registry.add(API_KEY, 0, 0, handle)

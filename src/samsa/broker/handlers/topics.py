@@ -12,10 +12,15 @@ Internal topics cannot be deleted (INVALID_TOPIC_EXCEPTION, a deviation: see
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from samsa.broker.handlers import error_fields, respond
+from samsa.broker.api import error_fields, respond
+from samsa.broker.config import BrokerConfig
 from samsa.broker.internal_topics import refuse_client_change
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.cluster.local import LocalMetadataStore
+from samsa.coordinator.group.coordinator import GroupCoordinator
 from samsa.errors import (
     ConfigError,
     ErrorCode,
@@ -31,8 +36,25 @@ from samsa.protocol.codec import RequestHeader
 from samsa.storage.log_config import TOPIC_CONFIG
 from samsa.types import TopicPartition
 
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
+
+class TopicsServices(Protocol):
+    """The part of the broker CreateTopics and DeleteTopics use."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator: ...
+
+    @property
+    def metadata(self) -> LocalMetadataStore: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +63,7 @@ DELETE_TOPICS = 20
 MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
-def _requested_partitions(broker: Broker, topic: Any) -> int:
+def _requested_partitions(broker: TopicsServices, topic: Any) -> int:
     if topic.assignments:
         return len(topic.assignments)
     count = topic.num_partitions
@@ -49,7 +71,7 @@ def _requested_partitions(broker: Broker, topic: Any) -> int:
 
 
 def _create_one(
-    broker: Broker, topic: Any, validate_only: bool, over_limit: bool
+    broker: TopicsServices, topic: Any, validate_only: bool, over_limit: bool
 ) -> dict[str, Any]:
     name = topic.name
     try:
@@ -101,7 +123,7 @@ def _create_one(
         return {"name": name, **error_fields(exc), "num_partitions": -1, "replication_factor": -1}
 
 
-def register(broker: Broker) -> None:
+def register(registry: ApiRegistry, broker: TopicsServices) -> None:
     async def create_topics(header: RequestHeader, body: Any) -> Any:
         validate_only = getattr(body, "validate_only", False)
         total = sum(max(_requested_partitions(broker, t), 0) for t in body.topics)
@@ -139,5 +161,5 @@ def register(broker: Broker) -> None:
             await broker.group_coordinator.on_partitions_deleted(deleted)
         return respond(header, {"throttle_time": 0, "responses": results})
 
-    broker.registry.add(CREATE_TOPICS, 2, 7, create_topics)
-    broker.registry.add(DELETE_TOPICS, 1, 6, delete_topics)
+    registry.add(CREATE_TOPICS, 2, 7, create_topics)
+    registry.add(DELETE_TOPICS, 1, 6, delete_topics)

@@ -33,35 +33,28 @@ Versions and deviations:
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from samsa.broker.handlers import respond
-from samsa.broker.handlers.groups import ensure_offsets_topic
-from samsa.coordinator.group.coordinator import OffsetCommitMember, PartitionOffset
-from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
+from samsa.broker.api import respond
+from samsa.broker.config import BrokerConfig
+from samsa.broker.internal_topics import InternalTopics
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.coordinator.group.coordinator import (
+    GroupCoordinator,
+    OffsetCommitMember,
+    PartitionOffset,
+)
+from samsa.coordinator.transaction.coordinator import (
+    TransactionCoordinator,
+)
 from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
-
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
-TRANSACTION_STATE_CONFIGS_FIXED = {"cleanup.policy": "compact"}
-
-
-def ensure_transaction_topic(broker: Broker) -> None:
-    """Create ``__transaction_state`` (internal, compacted) unless it exists."""
-    if broker.metadata.get(TRANSACTION_STATE_TOPIC) is None:
-        configs = {
-            **TRANSACTION_STATE_CONFIGS_FIXED,
-            "segment.bytes": str(broker.config["transaction.state.log.segment.bytes"]),
-        }
-        info = broker.metadata.create_topic(
-            TRANSACTION_STATE_TOPIC, broker.txn_coordinator.partitions, configs, is_internal=True
-        )
-        broker.replica_manager.ensure_partitions(info)
 
 
 def _instant(timestamp_ms: int) -> datetime.datetime:
@@ -93,10 +86,18 @@ def _by_topic(codes: dict[TopicPartition, ErrorCode]) -> list[dict[str, Any]]:
     return [{"name": name, "results_by_partition": parts} for name, parts in topics.items()]
 
 
-def register(broker: Broker) -> None:
-    coordinator = broker.txn_coordinator
-    groups = broker.group_coordinator
-    metadata_max_bytes = broker.config["offset.metadata.max.bytes"]
+def register(
+    registry: ApiRegistry,
+    *,
+    config: Callable[[], BrokerConfig],
+    replicas: ReplicaManager,
+    internal_topics: InternalTopics,
+    group_coordinator: GroupCoordinator,
+    txn_coordinator: TransactionCoordinator,
+) -> None:
+    coordinator = txn_coordinator
+    groups = group_coordinator
+    metadata_max_bytes = config()["offset.metadata.max.bytes"]
 
     # -- AddPartitionsToTxn ----------------------------------------------------------
     async def add_one(
@@ -108,10 +109,10 @@ def register(broker: Broker) -> None:
         )
         if verify_only:
             codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, wanted)
-        elif any(broker.replica_manager.get(tp) is None for tp in wanted):
+        elif any(replicas.get(tp) is None for tp in wanted):
             codes = {
                 tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if broker.replica_manager.get(tp) is None
+                if replicas.get(tp) is None
                 else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in wanted
             }
@@ -149,7 +150,7 @@ def register(broker: Broker) -> None:
 
     # -- AddOffsetsToTxn, EndTxn -------------------------------------------------------
     async def add_offsets_to_txn(header: RequestHeader, body: Any) -> Any:
-        ensure_offsets_topic(broker)  # its partition gets this transaction's marker
+        internal_topics.ensure_offsets_topic()  # its partition gets this transaction's marker
         error = await coordinator.add_offsets(
             body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
         )
@@ -188,9 +189,7 @@ def register(broker: Broker) -> None:
                 p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1),
                 p.committed_metadata or "",
-                topic_exists=broker.replica_manager.get(
-                    TopicPartition(topic.name, p.partition_index)
-                )
+                topic_exists=replicas.get(TopicPartition(topic.name, p.partition_index))
                 is not None,
             )
             for topic in body.topics
@@ -203,7 +202,7 @@ def register(broker: Broker) -> None:
             requested,
             producer_error=producer_error(header, body),
             metadata_max_bytes=metadata_max_bytes,
-            before_write=lambda: ensure_offsets_topic(broker),
+            before_write=internal_topics.ensure_offsets_topic,
         )
         by_partition = {p.tp: code for p, code in zip(requested, codes, strict=True)}
         topics: dict[str, list[dict[str, Any]]] = {}
@@ -255,9 +254,9 @@ def register(broker: Broker) -> None:
             ],
         })  # fmt: skip
 
-    broker.registry.add(ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn)
-    broker.registry.add(ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn)
-    broker.registry.add(END_TXN, 0, 5, end_txn)
-    broker.registry.add(TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit)
-    broker.registry.add(DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions)
-    broker.registry.add(LIST_TRANSACTIONS, 0, 1, list_transactions)
+    registry.add(ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn)
+    registry.add(ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn)
+    registry.add(END_TXN, 0, 5, end_txn)
+    registry.add(TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit)
+    registry.add(DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions)
+    registry.add(LIST_TRANSACTIONS, 0, 1, list_transactions)

@@ -9,20 +9,18 @@ come with an epoch above the producer's, which the coordinator bumped.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from samsa.broker.handlers import respond
+from samsa.broker.api import respond
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
-
-if TYPE_CHECKING:
-    from samsa.broker.server import Broker
 
 API_KEY = 27
 
 
-def register(broker: Broker) -> None:
-    replicas = broker.replica_manager
+def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         markers = []
@@ -45,4 +43,4 @@ def register(broker: Broker) -> None:
             markers.append({"producer_id": marker.producer_id, "topics": topics})
         return respond(header, {"markers": markers})
 
-    broker.registry.add(API_KEY, 1, 2, handle)
+    registry.add(API_KEY, 1, 2, handle)

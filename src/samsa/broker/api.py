@@ -1,0 +1,61 @@
+"""What a request handler is, and the helpers every handler answers with.
+
+A handler takes the request header and the kio body and returns a kio
+response, a :class:`RawResponse` (already-encoded bytes and file regions), or
+None for no response; it may raise :class:`CloseConnectionRequest` to have the
+client's connection closed. Handler modules import from here and from the
+services they are given — never from the server, which imports them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from kio.index import load_response_schema
+
+from samsa.errors import ErrorCode, KafkaError, SamsaError
+from samsa.protocol.build import build
+from samsa.protocol.codec import RequestHeader
+
+Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
+"""Takes the request header and kio body; returns a kio response, a :class:`RawResponse`,
+or None for no response."""
+
+client_host: ContextVar[str] = ContextVar("client_host", default="")
+"""The peer of the connection whose request is being served ("/127.0.0.1", as Kafka shows it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawResponse:
+    """An already-encoded response frame: byte chunks and file regions to ``sendfile``."""
+
+    chunks: list[Any]
+    size: int
+
+
+class CloseConnectionRequest(SamsaError):
+    """Raised by a handler to close the client's connection (e.g. an acks=0 produce error)."""
+
+
+@functools.cache
+def _response_class(api_key: int, version: int) -> Any:
+    return load_response_schema(api_key, version)
+
+
+def respond(header: RequestHeader, values: dict[str, Any]) -> Any:
+    """The kio response of the request's key and version, built from ``values``."""
+    return build(_response_class(header.api_key, header.api_version), values)
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    """``error_code`` and ``error_message`` for an exception raised while serving a request."""
+    if isinstance(exc, KafkaError):
+        return {"error_code": exc.code, "error_message": str(exc)}
+    return {
+        "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
+        "error_message": f"{type(exc).__name__}: {exc}",
+    }
