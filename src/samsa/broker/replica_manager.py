@@ -13,6 +13,10 @@ fetch (Kafka's purgatory) registers a future on the partitions it reads; an
 append resolves them, a timeout ends the wait — no polling. Transaction
 markers (:meth:`ReplicaManager.write_txn_marker`) are appends too: they wake
 the waiters, so read_committed fetches see the last stable offset move.
+
+Handlers reach partition logs only through this class: appends, reads
+(:meth:`ReplicaManager.read`), offsets by timestamp, DeleteRecords and the
+producers a partition remembers.
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ from samsa.errors import (
     KafkaError,
     KafkaStorageError,
     NotEnoughReplicasError,
+    PolicyViolationError,
     UnknownTopicOrPartitionError,
 )
-from samsa.storage import AppendInfo, Log, LogConfig, LogManager
+from samsa.storage import AppendInfo, FetchData, Log, LogConfig, LogManager
+from samsa.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from samsa.storage.producer_state import ProducerEntry
 from samsa.storage.validator import AppendOrigin
 from samsa.types import TopicPartition
 
@@ -39,6 +46,21 @@ log = logging.getLogger(__name__)
 
 
 STORAGE_ERROR_LOG_INTERVAL_S = 60.0
+EARLIEST_LOCAL_TIMESTAMP = -4
+"""ListOffsets: the first offset held locally (KIP-405); the log start offset here."""
+HIGH_WATERMARK = -1
+"""DeleteRecords offset meaning "everything below the high watermark"."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogReadResult:
+    """What a fetch learns of one partition (Kafka's ``LogReadResult``)."""
+
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    data: FetchData | None
+    """The batches read; None when nothing was read (the response had no room left)."""
 
 
 @dataclass(eq=False)
@@ -217,6 +239,76 @@ class ReplicaManager:
         if isinstance(exc, KafkaStorageError):
             return exc
         return KafkaStorageError(f"append to {partition.tp} failed: {exc}")
+
+    # -- reads ------------------------------------------------------------------------
+    def read(
+        self,
+        tp: TopicPartition,
+        fetch_offset: int,
+        max_bytes: int | None,
+        *,
+        read_committed: bool,
+        min_one_message: bool,
+    ) -> LogReadResult:
+        """Read ``tp`` from ``fetch_offset`` up to the high watermark (the last stable offset
+        when ``read_committed``, with the aborted transactions overlapping the read).
+
+        ``max_bytes`` None reads nothing: the result carries the partition's offsets only.
+        """
+        partition_log = self.partition(tp).log
+        high_watermark = partition_log.high_watermark
+        last_stable_offset = partition_log.last_stable_offset
+        log_start_offset = partition_log.log_start_offset
+        data = None
+        if max_bytes is not None:
+            data = partition_log.read(
+                fetch_offset,
+                max_bytes,
+                max_offset=last_stable_offset if read_committed else high_watermark,
+                min_one_message=min_one_message,
+                include_aborted_transactions=read_committed,
+            )
+        return LogReadResult(high_watermark, last_stable_offset, log_start_offset, data)
+
+    def fetch_offset_for_timestamp(
+        self, tp: TopicPartition, timestamp: int, *, read_committed: bool
+    ) -> tuple[int, int] | None:
+        """ListOffsets: ``(offset, timestamp)`` for ``timestamp`` or one of the special
+        timestamps (latest, earliest, max), the timestamp -1 for latest and earliest; None
+        when no offset answers it. Offsets at or past what a consumer may read are not
+        answered for a timestamp."""
+        partition_log = self.partition(tp).log
+        fetchable = (
+            partition_log.last_stable_offset if read_committed else partition_log.high_watermark
+        )
+        if timestamp == LATEST_TIMESTAMP:
+            return fetchable, -1
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            return partition_log.log_start_offset, -1
+        if timestamp < 0 and timestamp != MAX_TIMESTAMP:
+            return None  # tiered-storage specs: nothing is tiered
+        found = partition_log.fetch_offset_by_timestamp(timestamp)
+        if found is not None and found[0] < fetchable:
+            return found
+        return None
+
+    def active_producers(self, tp: TopicPartition) -> list[ProducerEntry]:
+        """The producers ``tp``'s log remembers (DescribeProducers)."""
+        return self.partition(tp).log.active_producers()
+
+    # -- DeleteRecords --------------------------------------------------------------------
+    def delete_records(self, tp: TopicPartition, offset: int) -> int:
+        """Move ``tp``'s log start offset to ``offset`` (-1: the high watermark); the new
+        start. POLICY_VIOLATION unless the topic's cleanup policy has ``delete``;
+        OFFSET_OUT_OF_RANGE past the high watermark (Kafka's ``deleteRecordsOnLocalLog``)."""
+        partition_log = self.partition(tp).log
+        if not partition_log.config.delete:
+            raise PolicyViolationError(
+                f"Records of partition {tp} can not be deleted due to the configured policy "
+                f"(cleanup.policy={','.join(partition_log.config.cleanup_policy)})"
+            )
+        target = partition_log.high_watermark if offset == HIGH_WATERMARK else offset
+        return partition_log.delete_records_before(target)
 
     # -- delayed fetch ------------------------------------------------------------------
     async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:

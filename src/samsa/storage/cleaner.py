@@ -419,8 +419,8 @@ class LogCleaner:
         if not sources:
             return None
         producers = {
-            pid: entry.last_offset
-            for pid, entry in partition_log.producer_state.producers.items()
+            entry.producer_id: entry.last_offset
+            for entry in partition_log.active_producers()
             if entry.last_offset >= 0
         }
         return CleaningPlan(partition_log.directory, partition_log.config, now, dirtiness,

@@ -66,7 +66,7 @@ from samsa.records.control import (
 )
 from samsa.records.reader import iter_records
 from samsa.storage.log_config import LogConfig
-from samsa.storage.producer_state import CompletedTxn, ProducerStateManager
+from samsa.storage.producer_state import CompletedTxn, ProducerEntry, ProducerStateManager
 from samsa.storage.segment import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -141,9 +141,11 @@ class Log:
         self._bases = [s.base_offset for s in segments]
         active = segments[-1]
         self._leo = LogOffsetMetadata(active.read_next_offset(), active.base_offset, active.size)
-        self.log_start_offset = max(log_start_offset, segments[0].base_offset)
-        self.recovery_point = min(recovery_point, self._leo.offset)
+        self._log_start_offset = max(log_start_offset, segments[0].base_offset)
+        self._recovery_point = min(recovery_point, self._leo.offset)
         self.producer_state = ProducerStateManager(directory)
+        """Producer state of this log; only storage reads it directly (others: see
+        :meth:`active_producers`)."""
         self._hw = LogOffsetMetadata(self.log_start_offset)
         self.update_high_watermark(self._leo.offset if high_watermark is None else high_watermark)
         self.unflushed_messages = 0
@@ -427,6 +429,21 @@ class Log:
             self.on_roll(self, new_base)
         return segment
 
+    @property
+    def log_start_offset(self) -> int:
+        """The first offset a consumer may read; moves only forward, by retention,
+        DeleteRecords (:meth:`delete_records_before`) or a full truncation."""
+        return self._log_start_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below it is flushed to disk (:meth:`mark_flushed` moves it)."""
+        return self._recovery_point
+
+    def active_producers(self) -> list[ProducerEntry]:
+        """The producers this log remembers (Kafka's ``UnifiedLog.activeProducers``)."""
+        return list(self.producer_state.producers.values())
+
     # -- reads --------------------------------------------------------------
     def read(
         self,
@@ -584,7 +601,7 @@ class Log:
             self._retire(segment, due)
         del self._segments[:count]
         del self._bases[:count]
-        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self._log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         if self._hw.offset < self.log_start_offset:
             self.update_high_watermark(self.log_start_offset)
 
@@ -615,7 +632,7 @@ class Log:
                 f"cannot delete records before {offset}: high watermark is {self._hw.offset}"
             )
         if offset > self.log_start_offset:
-            self.log_start_offset = offset
+            self._log_start_offset = offset
             self._delete_while(lambda seg, nxt: nxt.base_offset <= offset)
         return self.log_start_offset
 
@@ -688,7 +705,7 @@ class Log:
         active = self._segments[-1]
         active.truncate_to(offset)
         self._leo = LogOffsetMetadata(active.read_next_offset(), active.base_offset, active.size)
-        self.recovery_point = min(self.recovery_point, self._leo.offset)
+        self._recovery_point = min(self.recovery_point, self._leo.offset)
         self.update_high_watermark(min(self._hw.offset, self._leo.offset))
         self.producer_state.delete_snapshots_after(self._leo.offset)
         self.rebuild_producer_state()
@@ -703,8 +720,8 @@ class Log:
         self._segments = [segment]
         self._bases = [offset]
         self._leo = LogOffsetMetadata(offset, offset, 0)
-        self.log_start_offset = offset
-        self.recovery_point = offset
+        self._log_start_offset = offset
+        self._recovery_point = offset
         self._hw = self._leo
         self.producer_state.delete_snapshots_after(-1)
         self.producer_state.clear()
@@ -738,7 +755,7 @@ class Log:
 
     def mark_flushed(self, offset: int) -> None:
         """Record that everything below ``offset`` is on disk."""
-        self.recovery_point = max(self.recovery_point, offset)
+        self._recovery_point = max(self.recovery_point, offset)
         if offset >= self._leo.offset:
             self.unflushed_messages = 0
         self.last_flush_ms = self.clock()

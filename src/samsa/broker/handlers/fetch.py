@@ -65,22 +65,22 @@ def register(
                 try:
                     if name is None:
                         raise UnknownTopicIdError(f"no topic has id {topic.topic_id}")
-                    partition_log = replicas.partition(TopicPartition(name, p.partition)).log
-                    entry.high_watermark = partition_log.high_watermark
-                    entry.last_stable_offset = partition_log.last_stable_offset
-                    entry.log_start_offset = partition_log.log_start_offset
+                    limit = min(p.partition_max_bytes, remaining)
+                    read = replicas.read(
+                        TopicPartition(name, p.partition),
+                        p.fetch_offset,
+                        None if limit <= 0 and total else max(limit, 0),
+                        read_committed=committed,
+                        min_one_message=total == 0,
+                    )
+                    entry.high_watermark = read.high_watermark
+                    entry.last_stable_offset = read.last_stable_offset
+                    entry.log_start_offset = read.log_start_offset
                     if committed:
                         entry.aborted_transactions = []
-                    limit = min(p.partition_max_bytes, remaining)
-                    if limit <= 0 and total:
+                    data = read.data
+                    if data is None:
                         continue
-                    data = partition_log.read(
-                        p.fetch_offset,
-                        max(limit, 0),
-                        max_offset=entry.last_stable_offset if committed else entry.high_watermark,
-                        min_one_message=total == 0,
-                        include_aborted_transactions=committed,
-                    )
                     if committed:
                         entry.aborted_transactions = data.aborted_transactions
                     region = data.region

@@ -18,12 +18,10 @@ from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import RequestHeader
-from samsa.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from samsa.types import TopicPartition
 
 API_KEY = 2
 READ_COMMITTED = 1
-EARLIEST_LOCAL_TIMESTAMP = -4
 
 
 def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
@@ -42,25 +40,11 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
                 }
                 try:
                     tp = TopicPartition(topic.name, p.partition_index)
-                    partition_log = replicas.partition(tp).log
-                    fetchable = (
-                        partition_log.last_stable_offset
-                        if committed
-                        else partition_log.high_watermark
+                    found = replicas.fetch_offset_for_timestamp(
+                        tp, p.timestamp, read_committed=committed
                     )
-                    ts = p.timestamp
-                    if ts == LATEST_TIMESTAMP:
-                        entry["offset"] = fetchable
-                    elif ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-                        entry["offset"] = partition_log.log_start_offset
-                    elif ts < 0 and ts != MAX_TIMESTAMP:
-                        pass  # tiered-storage specs: nothing is tiered
-                    else:
-                        found = partition_log.fetch_offset_by_timestamp(
-                            MAX_TIMESTAMP if ts == MAX_TIMESTAMP else ts
-                        )
-                        if found is not None and found[0] < fetchable:
-                            entry["offset"], entry["timestamp"] = found
+                    if found is not None:
+                        entry["offset"], entry["timestamp"] = found
                 except KafkaError as exc:
                     entry.update(error_code=exc.code, leader_epoch=-1)
                 partitions.append(entry)

@@ -49,8 +49,6 @@ class PartitionsServices(Protocol):
 CREATE_PARTITIONS = 37
 DELETE_RECORDS = 21
 MAX_PARTITIONS_PER_REQUEST = 10_000
-HIGH_WATERMARK = -1
-"""DeleteRecords offset meaning "everything below the high watermark"."""
 
 
 def _added_partitions(broker: PartitionsServices, topic: Any) -> int:
@@ -116,14 +114,7 @@ def _grow_one(
 def _delete_before(broker: PartitionsServices, tp: TopicPartition, offset: int) -> int:
     """Move ``tp``'s log start offset to ``offset`` (-1: the high watermark); the new start."""
     refuse_client_change(broker.metadata, tp.topic, "delete records of")
-    partition_log = broker.replica_manager.partition(tp).log
-    if not partition_log.config.delete:
-        raise PolicyViolationError(
-            f"Records of partition {tp} can not be deleted due to the configured policy "
-            f"(cleanup.policy={','.join(partition_log.config.cleanup_policy)})"
-        )
-    target = partition_log.high_watermark if offset == HIGH_WATERMARK else offset
-    return partition_log.delete_records_before(target)
+    return broker.replica_manager.delete_records(tp, offset)
 
 
 def register(registry: ApiRegistry, broker: PartitionsServices) -> None:

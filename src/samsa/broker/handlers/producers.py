@@ -32,7 +32,6 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
                 entry: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
                                          "error_message": None, "active_producers": []}  # fmt: skip
                 try:
-                    partition_log = replicas.partition(TopicPartition(topic.name, index)).log
                     entry["active_producers"] = [
                         {
                             "producer_id": producer.producer_id,
@@ -42,7 +41,7 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
                             "coordinator_epoch": producer.coordinator_epoch,
                             "current_txn_start_offset": producer.current_txn_first_offset,
                         }
-                        for producer in partition_log.producer_state.producers.values()
+                        for producer in replicas.active_producers(TopicPartition(topic.name, index))
                     ]
                 except KafkaError as exc:
                     entry.update(error_fields(exc))
