@@ -9,15 +9,6 @@ import samsa
 from samsa.errors import ErrorCode
 
 SRC = Path(samsa.__file__).parent
-# Their error constants go with the group-coordinator split (issue 13, item 5) that is
-# rewriting them; drop each file from here once it names its codes through ErrorCode.
-PENDING = {
-    "broker/handlers/groups.py",
-    "broker/handlers/transactions.py",
-    "coordinator/errors.py",
-    "coordinator/group/group.py",
-    "coordinator/transaction/state.py",
-}
 
 
 def _modules() -> list[tuple[str, ast.Module]]:
@@ -61,10 +52,7 @@ def test_every_constant_named_after_a_kafka_error_has_that_errors_number() -> No
 
 def test_no_module_defines_its_own_kafka_error_constant() -> None:
     defined = [
-        f"{module}: {name}"
-        for module, tree in _modules()
-        if module not in PENDING
-        for name, _ in _error_constants(tree)
+        f"{module}: {name}" for module, tree in _modules() for name, _ in _error_constants(tree)
     ]
     assert defined == []
 
@@ -73,7 +61,6 @@ def test_no_module_looks_up_an_error_class_by_a_bare_number() -> None:
     lookups = [
         f"{module}:{node.lineno}"
         for module, tree in _modules()
-        if module not in PENDING
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
