@@ -26,10 +26,11 @@ from pyspark.sql.functions import udf
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import BinaryType
 from tests.spark.conftest import new_topic, produce, spark_env
+from tests.spark.fetch_watch import FetchWatch
 
 from samsa import Admin, Producer
 from samsa.client.admin import NewTopic, OffsetSpec
-from samsa.testing import BrokerProcess
+from samsa.testing import BrokerProcess, start_broker
 from samsa.types import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
@@ -415,47 +416,63 @@ def test_a_topic_deleted_between_available_now_runs_fails_the_next_run_naming_it
         run()
 
 
-def _read_while_the_topic_is_deleted(
-    spark: SparkSession, bootstrap: str, fail_on_data_loss: str
-) -> tuple[str, list[tuple[str, int, int]]]:
-    """A batch read of offsets 0..19 of a topic that has 10 records: its task reads them
-    and waits for the rest; the topic is deleted while it waits."""
-    topic = new_topic(bootstrap)
-    produce(bootstrap, topic, [b"%d" % i for i in range(10)])
-    tracker = spark.sparkContext.statusTracker()
-
-    def delete_once_the_task_runs() -> None:
-        deadline = time.monotonic() + 60
-        while not tracker.getActiveStageIds() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1)  # the task is past its 10 records and waiting
-        _delete_topic(bootstrap, topic)
-
-    deleter = threading.Thread(target=delete_once_the_task_runs)
-    deleter.start()
+@contextmanager
+def _broker_behind_a_fetch_watch(tmp_path: Path) -> Iterator[tuple[str, FetchWatch]]:
+    """A broker of its own that advertises a FetchWatch proxy, and the proxy's address."""
+    watch = FetchWatch()
+    broker = start_broker(
+        tmp_path / "watched", [f"advertised.listeners=PLAINTEXT://127.0.0.1:{watch.port}"]
+    )
     try:
-        rows = _read(spark, bootstrap, subscribe=topic,
-                     endingOffsets=json.dumps({topic: {"0": 20}}),
-                     failOnDataLoss=fail_on_data_loss,
-                     **{"kafkaConsumer.pollTimeoutMs": "120000"})  # fmt: skip
+        watch.forward_to(broker.bootstrap)
+        yield f"127.0.0.1:{watch.port}", watch
     finally:
-        deleter.join()
-    return topic, rows
+        watch.close()
+        broker.stop()
+
+
+def _read_while_the_topic_is_deleted(
+    spark: SparkSession, tmp_path: Path, fail_on_data_loss: str
+) -> tuple[str, list[tuple[str, int, int]], list[str]]:
+    """A batch read of offsets 0..19 of a topic that has 10 records: its task reads them
+    and waits for the rest; the topic is deleted once the task's consumer asks for offset
+    10 (its records 0..9 returned by poll(); seen on the wire), so while the task waits.
+    Returns the topic, the rows read and the topics left on the broker after the read."""
+    with _broker_behind_a_fetch_watch(tmp_path) as (bootstrap, watch):
+        topic = new_topic(bootstrap)
+        produce(bootstrap, topic, [b"%d" % i for i in range(10)])
+        waiting_at_10 = watch.watch(topic, 0, 10)
+
+        def delete_once_the_task_waits() -> None:
+            waiting_at_10.wait(120)  # the read fails after the finally below if never set
+            _delete_topic(bootstrap, topic)
+
+        deleter = threading.Thread(target=delete_once_the_task_waits)
+        deleter.start()
+        try:
+            rows = _read(spark, bootstrap, subscribe=topic,
+                         endingOffsets=json.dumps({topic: {"0": 20}}),
+                         failOnDataLoss=fail_on_data_loss,
+                         **{"kafkaConsumer.pollTimeoutMs": "120000"})  # fmt: skip
+        finally:
+            deleter.join()
+            assert waiting_at_10.is_set(), "the task's consumer never asked for offset 10"
+        return topic, rows, _topics(bootstrap)
 
 
 def test_a_topic_deleted_while_a_task_reads_it_fails_the_read_naming_it(
-    spark: SparkSession, samsa_broker: BrokerProcess
+    spark: SparkSession, tmp_path: Path
 ) -> None:
     with pytest.raises(PySparkException, match=r"topic '[^']+' was deleted while offsets 10\.\.19"):
-        _read_while_the_topic_is_deleted(spark, samsa_broker.bootstrap, "true")
+        _read_while_the_topic_is_deleted(spark, tmp_path, "true")
 
 
 def test_a_topic_deleted_while_a_task_reads_it_ends_the_task_without_fail_on_data_loss(
-    spark: SparkSession, samsa_broker: BrokerProcess
+    spark: SparkSession, tmp_path: Path
 ) -> None:
-    topic, rows = _read_while_the_topic_is_deleted(spark, samsa_broker.bootstrap, "false")
+    topic, rows, topics = _read_while_the_topic_is_deleted(spark, tmp_path, "false")
     assert rows == _offsets(topic, {0: range(10)})
-    assert topic not in _topics(samsa_broker.bootstrap), "the read brought the topic back"
+    assert topic not in topics, "the read brought the topic back"
 
 
 # -- a write task retried within a micro-batch ---------------------------------------------
