@@ -126,11 +126,34 @@ def _fail_roll_at(tmp_path: Path, clock: ManualClock, suffix: str) -> None:
     pytest.fail(f"no descriptor budget made the roll fail on its {suffix} file")
 
 
-@pytest.mark.parametrize("suffix", [".log", ".index", ".timeindex"])
+@pytest.mark.parametrize("suffix", [".log", ".index"])
 def test_a_roll_that_cannot_open_a_new_segment_file_appends_nothing(
     tmp_path: Path, clock: ManualClock, suffix: str
 ) -> None:
     _fail_roll_at(tmp_path, clock, suffix)
+
+
+def test_a_roll_whose_new_time_index_cannot_be_opened_appends_nothing(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # Indexes hold no descriptor once mapped, so the .index and .timeindex opens need
+    # the same one slot: a directory in the way makes the second one fail instead.
+    directory = tmp_path / "t-0"
+    acked = AckedLog(_open(directory, clock), clock)
+    acked.append()
+    rolling = acked.fill_until_roll_is_due()
+    leo = acked.log.log_end_offset
+    files_before = _files(directory)
+    blocker = directory / f"{leo:020d}.timeindex"
+    blocker.mkdir()
+    with pytest.raises(KafkaStorageError, match=r"\.timeindex: .*Is a directory"):
+        acked.append(bytearray(rolling))
+    blocker.rmdir()
+    assert acked.log.log_end_offset == leo
+    assert len(acked.log.segments) == 1
+    assert _files(directory) == files_before
+    _check_unchanged_then_recovers(acked, directory)
+    acked.log.close()
 
 
 def test_every_descriptor_shortage_during_a_roll_fails_whole_or_succeeds_whole(

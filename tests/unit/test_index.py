@@ -101,11 +101,19 @@ def test_truncate_removes_entries_at_and_after_the_offset(tmp_path: Path) -> Non
 
 def test_close_trims_the_preallocated_file_to_its_entries(tmp_path: Path) -> None:
     index = _offset_index(tmp_path)
-    assert index.path.stat().st_size == 8 * 1024
     index.append(BASE + 3, 4100)
+    assert index.path.stat().st_size == 8 * 1024
     index.append(BASE + 7, 8300)
     index.close()
     assert index.path.stat().st_size == 16
+
+
+def test_an_empty_index_is_not_preallocated_until_its_first_entry(tmp_path: Path) -> None:
+    index = _offset_index(tmp_path)
+    assert index.path.stat().st_size == 0
+    assert index.lookup(BASE + 5) == (BASE, 0)
+    index.append(BASE + 3, 4100)
+    assert index.path.stat().st_size == 8 * 1024
 
 
 def test_reopened_preallocated_index_counts_only_written_entries(tmp_path: Path) -> None:
