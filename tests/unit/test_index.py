@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from samsa.errors import StorageError
-from samsa.storage.index import IndexFullError, OffsetIndex, TimeIndex
+from samsa.storage.index import PAGE_SIZE, IndexFullError, OffsetIndex, TimeIndex
 
 BASE = 1000
 
@@ -102,7 +102,7 @@ def test_truncate_removes_entries_at_and_after_the_offset(tmp_path: Path) -> Non
 def test_close_trims_the_preallocated_file_to_its_entries(tmp_path: Path) -> None:
     index = _offset_index(tmp_path)
     index.append(BASE + 3, 4100)
-    assert index.path.stat().st_size == 8 * 1024
+    assert index.path.stat().st_size == PAGE_SIZE
     index.append(BASE + 7, 8300)
     index.close()
     assert index.path.stat().st_size == 16
@@ -113,7 +113,22 @@ def test_an_empty_index_is_not_preallocated_until_its_first_entry(tmp_path: Path
     assert index.path.stat().st_size == 0
     assert index.lookup(BASE + 5) == (BASE, 0)
     index.append(BASE + 3, 4100)
-    assert index.path.stat().st_size == 8 * 1024
+    assert index.path.stat().st_size == PAGE_SIZE
+
+
+def test_an_index_grows_by_doubling_up_to_its_maximum(tmp_path: Path) -> None:
+    index = _offset_index(tmp_path)
+    sizes = set()
+    for i in range(1, 1025):
+        index.append(BASE + i, i * 10)
+        sizes.add(index.path.stat().st_size)
+    assert sizes == {PAGE_SIZE, 2 * PAGE_SIZE}
+    assert index.is_full
+    assert [index.lookup(BASE + i) for i in (1, 700, 1024)] == [
+        (BASE + 1, 10),
+        (BASE + 700, 7000),
+        (BASE + 1024, 10240),
+    ]
 
 
 def test_reopened_preallocated_index_counts_only_written_entries(tmp_path: Path) -> None:
