@@ -73,10 +73,9 @@ class InternalTopics:
     def ensure_offsets_topic(self) -> None:
         """Create ``__consumer_offsets`` (internal, compacted) unless it exists."""
         if self._metadata.get(OFFSETS_TOPIC) is None:
-            info = self._metadata.create_topic(
+            self._replica_manager.create_topic(
                 OFFSETS_TOPIC, self._offsets_partitions, OFFSETS_TOPIC_CONFIGS, is_internal=True
             )
-            self._replica_manager.ensure_partitions(info)
 
     def ensure_transaction_topic(self) -> None:
         """Create ``__transaction_state`` (internal, compacted) unless it exists."""
@@ -85,7 +84,6 @@ class InternalTopics:
                 **TRANSACTION_STATE_CONFIGS_FIXED,
                 "segment.bytes": str(self._config()["transaction.state.log.segment.bytes"]),
             }
-            info = self._metadata.create_topic(
+            self._replica_manager.create_topic(
                 TRANSACTION_STATE_TOPIC, self._transaction_partitions, configs, is_internal=True
             )
-            self._replica_manager.ensure_partitions(info)

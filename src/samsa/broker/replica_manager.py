@@ -22,10 +22,12 @@ producers a partition remembers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from samsa.cluster.local import LocalMetadataStore, TopicInfo
 from samsa.errors import (
@@ -34,10 +36,13 @@ from samsa.errors import (
     KafkaStorageError,
     NotEnoughReplicasError,
     PolicyViolationError,
+    StorageError,
+    TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
 from samsa.storage import AppendInfo, FetchData, Log, LogConfig, LogManager
 from samsa.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from samsa.storage.manager import BuiltLog, discard_built
 from samsa.storage.producer_state import ProducerEntry
 from samsa.storage.validator import AppendOrigin
 from samsa.types import TopicPartition
@@ -50,6 +55,8 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 """ListOffsets: the first offset held locally (KIP-405); the log start offset here."""
 HIGH_WATERMARK = -1
 """DeleteRecords offset meaning "everything below the high watermark"."""
+CREATE_SLICE = 256
+"""Partitions whose logs one worker-thread call makes; the loop runs between slices."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,12 +125,112 @@ class ReplicaManager:
                 self.log_manager.move_aside_stray(tp)
 
     def ensure_partitions(self, info: TopicInfo) -> None:
-        config = self.topic_config(info.name)
-        for index in range(info.partitions):
-            tp = TopicPartition(info.name, index)
-            if tp not in self._partitions:
-                partition_log = self.log_manager.get_or_create_log(tp, config)
-                self._partitions[tp] = Partition(tp, partition_log)
+        """Serve the partitions of ``info`` not served yet, creating missing logs (all or none)."""
+        missing = []
+        for tp in self._missing(info):
+            loaded = self.log_manager.get_log(tp)
+            if loaded is None:
+                missing.append(tp)
+            else:
+                self._partitions[tp] = Partition(tp, loaded)
+        if not missing:
+            return
+        plan = self._reserve(info.name, missing)
+        try:
+            built = self.log_manager.build_logs(plan, self._config_of(info))
+        finally:
+            self.log_manager.release(missing)
+        self._serve(built)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str] | None = None,
+        *,
+        is_internal: bool = False,
+    ) -> TopicInfo:
+        """Create a small topic now (auto-creation, internal topics): logs first, then the table.
+
+        All or none: if a partition's log cannot be made, the ones made are removed,
+        the topic table is not changed and ``KafkaStorageError`` is raised.
+        Blocking; :meth:`create_topic_async` keeps the loop free for big topics.
+        """
+        planned = self.metadata.create_topic(
+            name, partitions, configs, is_internal=is_internal, validate_only=True
+        )
+        missing = self._missing(planned)
+        plan = self._reserve(name, missing)
+        try:
+            built = self.log_manager.build_logs(plan, self._config_of(planned))
+            try:
+                info = self.metadata.create_topic(
+                    name, partitions, configs, is_internal=is_internal
+                )
+            except BaseException:
+                discard_built(built)
+                raise
+        finally:
+            self.log_manager.release(missing)
+        self._serve(built)
+        return info
+
+    async def create_topic_async(
+        self, name: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> TopicInfo:
+        """:meth:`create_topic` with the file work on worker threads, a slice at a time.
+
+        The loop stays free for other clients while thousands of logs are made
+        (one owner: the threads only make files and unregistered logs; the topic
+        table and the partitions are changed here, on the loop, once all exist).
+        Cancelled (the client's connection closed), it removes every log made.
+        """
+        planned = self.metadata.create_topic(name, partitions, configs, validate_only=True)
+        missing = self._missing(planned)
+        plan = self._reserve(name, missing)
+        config = self._config_of(planned)
+        built: list[BuiltLog] = []
+        try:
+            for start in range(0, len(plan), CREATE_SLICE):
+                piece = plan[start : start + CREATE_SLICE]
+                making = asyncio.ensure_future(
+                    asyncio.to_thread(self.log_manager.build_logs, piece, config)
+                )
+                try:
+                    built += await asyncio.shield(making)
+                except asyncio.CancelledError:
+                    # The client went away (or the broker stops): the thread goes on, so
+                    # wait for the logs it makes, to remove them with the others.
+                    with contextlib.suppress(Exception):
+                        built += await making
+                    raise
+            info = self.metadata.create_topic(name, partitions, configs)
+        except BaseException:
+            if built:
+                await asyncio.to_thread(discard_built, built)
+            raise
+        finally:
+            self.log_manager.release(missing)
+        self._serve(built)
+        return info
+
+    def _missing(self, info: TopicInfo) -> list[TopicPartition]:
+        wanted = (TopicPartition(info.name, i) for i in range(info.partitions))
+        return [tp for tp in wanted if tp not in self._partitions]
+
+    def _reserve(self, topic: str, tps: list[TopicPartition]) -> list[tuple[TopicPartition, Path]]:
+        try:
+            return self.log_manager.assign_dirs(tps)
+        except StorageError:
+            raise TopicAlreadyExistsError(f"topic {topic!r} is being created") from None
+
+    def _config_of(self, info: TopicInfo) -> LogConfig:
+        return self.defaults.with_overrides(info.configs) if info.configs else self.defaults
+
+    def _serve(self, built: list[BuiltLog]) -> None:
+        self.log_manager.register_built(built)
+        for item in built:
+            self._partitions[item.tp] = Partition(item.tp, item.log)
 
     def remove_topic(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp.topic == topic]:

@@ -44,12 +44,13 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from samsa.config import LONG_MAX
-from samsa.errors import StorageError
+from samsa.errors import KafkaStorageError, StorageError
 from samsa.storage.checkpoint import (
     fsync_dir,
     read_offset_checkpoint,
@@ -77,6 +78,38 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltLog:
+    """A log made by :meth:`LogManager.build_logs`, not yet served."""
+
+    tp: TopicPartition
+    directory: Path
+    log: Log
+
+
+def discard_built(built: Sequence[BuiltLog], made: Sequence[Path] = ()) -> None:
+    """Close logs :meth:`LogManager.build_logs` made and remove their directories (blocking).
+
+    ``made`` are the directories created, including any whose log failed to load.
+    A directory that cannot be removed is logged; being empty of records, it is
+    moved aside as a stray at the next start if no topic claims it.
+    """
+    for item in built:
+        for segment in item.log.segments:
+            segment.discard()
+    paths = list(made) or [item.log.directory for item in built]
+    for path in paths:
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            log.error("could not remove %s after a failed creation: %s", path, exc)
+    for directory in {path.parent for path in paths}:
+        try:
+            fsync_dir(directory)
+        except OSError as exc:
+            log.warning("could not fsync %s after removing failed logs: %s", directory, exc)
 
 
 def _delete_segment_files(segments: list[LogSegment]) -> None:
@@ -137,6 +170,7 @@ class LogManager:
         self._cleaner_checkpoint_written: dict[Path, int] = {}
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._reserved: dict[TopicPartition, Path] = {}
         self._locks: list[int] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.had_clean_shutdown: dict[Path, bool] = {}
@@ -244,17 +278,72 @@ class LogManager:
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
+        try:
+            built = self.build_logs(self.assign_dirs([tp]), config or self.default_config)
+        finally:
+            self.release([tp])
+        self.register_built(built)
+        return built[0].log
+
+    # -- creating logs, all or none ------------------------------------------------
+    def assign_dirs(self, tps: Sequence[TopicPartition]) -> list[tuple[TopicPartition, Path]]:
+        """Reserve new logs for ``tps``, each in the data directory holding the fewest logs.
+
+        The reservation lasts until :meth:`register_built` or :meth:`release`; a
+        log that exists or is reserved raises :class:`~samsa.errors.StorageError`.
+        """
+        taken = [tp for tp in tps if tp in self._logs or tp in self._reserved]
+        if taken:
+            raise StorageError(f"logs of {', '.join(map(str, taken[:3]))} exist or are being made")
         counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
+        for d in itertools.chain(self._dir_of.values(), self._reserved.values()):
             counts[d] += 1
-        directory = min(self.log_dirs, key=lambda d: counts[d])
-        path = directory / str(tp)
-        created = load_log(
-            path, config or self.default_config, clean_shutdown=True, clock=self.clock
-        )
-        fsync_dir(directory)
-        self._register(tp, created, directory)
-        return created
+        plan: list[tuple[TopicPartition, Path]] = []
+        for tp in tps:
+            directory = min(self.log_dirs, key=lambda d: counts[d])
+            counts[directory] += 1
+            self._reserved[tp] = directory
+            plan.append((tp, directory))
+        return plan
+
+    def release(self, tps: Iterable[TopicPartition]) -> None:
+        """End reservations of :meth:`assign_dirs` whose logs were not registered."""
+        for tp in tps:
+            self._reserved.pop(tp, None)
+
+    def build_logs(
+        self, plan: Sequence[tuple[TopicPartition, Path]], config: LogConfig
+    ) -> list[BuiltLog]:
+        """Make the directories and files of new logs, all or none (blocking).
+
+        Touches no state of the manager, so it may run on a worker thread; the
+        owner registers the result on its loop (:meth:`register_built`). If any
+        log cannot be made (no descriptors, no space, a directory in the way), the
+        ones made are removed again and :class:`~samsa.errors.KafkaStorageError`
+        names the first that failed.
+        """
+        built: list[BuiltLog] = []
+        made: list[Path] = []
+        path = Path()
+        try:
+            for tp, directory in plan:
+                path = directory / str(tp)
+                path.mkdir()  # fails if anything is in the way: never adopt stray files
+                made.append(path)
+                created = load_log(path, config, clean_shutdown=True, clock=self.clock)
+                built.append(BuiltLog(tp, directory, created))
+            for directory in {d for _, d in plan}:
+                fsync_dir(directory)
+        except (OSError, StorageError) as exc:
+            discard_built(built, made)
+            raise KafkaStorageError(f"cannot create the log {path}: {exc}") from exc
+        return built
+
+    def register_built(self, built: Iterable[BuiltLog]) -> None:
+        """Serve logs made by :meth:`build_logs` (on the owner's loop)."""
+        for item in built:
+            self._reserved.pop(item.tp, None)
+            self._register(item.tp, item.log, item.directory)
 
     def update_config(self, tp: TopicPartition, config: LogConfig) -> None:
         """Apply a changed topic configuration to a live log (retention, flush, roll…)."""

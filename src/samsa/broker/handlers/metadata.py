@@ -91,9 +91,7 @@ def auto_create(broker: MetadataServices, name: str) -> TopicInfo:
     created = broker.metadata.get(name)
     if created is not None:
         return created
-    info = broker.metadata.create_topic(name, broker.config["num.partitions"])
-    broker.replica_manager.ensure_partitions(info)
-    return info
+    return broker.replica_manager.create_topic(name, broker.config["num.partitions"])
 
 
 def register(registry: ApiRegistry, broker: MetadataServices) -> None:

@@ -103,9 +103,11 @@ def _grow_one(
             )
         if topic.assignments is not None:
             _check_assignments(broker, info, topic)
-        grown = broker.metadata.set_partitions(name, topic.count, validate_only=validate_only)
+        grown = broker.metadata.set_partitions(name, topic.count, validate_only=True)
         if not validate_only:
+            # The new logs first (all or none), then the table: never a count without logs.
             broker.replica_manager.ensure_partitions(grown)
+            broker.metadata.set_partitions(name, topic.count)
         return {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
     except KafkaError as exc:
         return {"name": name, **error_fields(exc)}

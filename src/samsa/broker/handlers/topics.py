@@ -1,5 +1,11 @@
 """CreateTopics (key 19, versions 2–7) and DeleteTopics (key 20, versions 1–6).
 
+A topic's partition logs are made before the topic table names it, all or
+none, on worker threads (other clients are answered meanwhile); if one cannot
+be made (no descriptors, no space) the ones made are removed, the table is
+unchanged and the topic's error is KAFKA_STORAGE_ERROR (Kafka's controller
+has no such case: its brokers create logs after the metadata exists).
+
 Single node: a replication factor above 1 is INVALID_REPLICATION_FACTOR;
 manual replica assignments may name only this broker. Topic configs are
 checked against Kafka's topic-level names (INVALID_CONFIG otherwise).
@@ -70,7 +76,7 @@ def _requested_partitions(broker: TopicsServices, topic: Any) -> int:
     return int(broker.config["num.partitions"]) if count == -1 else int(count)
 
 
-def _create_one(
+async def _create_one(
     broker: TopicsServices, topic: Any, validate_only: bool, over_limit: bool
 ) -> dict[str, Any]:
     name = topic.name
@@ -108,9 +114,10 @@ def _create_one(
             except ConfigError as exc:
                 raise InvalidConfigError(str(exc)) from exc
             configs[config.name] = config.value
-        info = broker.metadata.create_topic(name, partitions, configs, validate_only=validate_only)
-        if not validate_only:
-            broker.replica_manager.ensure_partitions(info)
+        if validate_only:
+            info = broker.metadata.create_topic(name, partitions, configs, validate_only=True)
+        else:
+            info = await broker.replica_manager.create_topic_async(name, partitions, configs)
         return {
             "name": name,
             "topic_id": info.topic_id,
@@ -128,7 +135,7 @@ def register(registry: ApiRegistry, broker: TopicsServices) -> None:
         validate_only = getattr(body, "validate_only", False)
         total = sum(max(_requested_partitions(broker, t), 0) for t in body.topics)
         over = total > MAX_PARTITIONS_PER_REQUEST
-        results = [_create_one(broker, topic, validate_only, over) for topic in body.topics]
+        results = [await _create_one(broker, topic, validate_only, over) for topic in body.topics]
         return respond(header, {"throttle_time": 0, "topics": results})
 
     async def delete_topics(header: RequestHeader, body: Any) -> Any:
