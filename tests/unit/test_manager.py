@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import ManualClock, make_batch
 
-from samsa.errors import StorageError
+from samsa.errors import KafkaStorageError, StorageError
 from samsa.storage import LogConfig, LogManager
 from samsa.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
 from samsa.types import TopicPartition
@@ -259,3 +259,38 @@ def test_roll_schedules_a_flush_of_the_finished_segment(tmp_path: Path, clock: M
         return point
 
     assert asyncio.run(scenario()) == 2
+
+
+def test_several_recovery_threads_recover_every_log_of_a_crashed_directory(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    manager = LogManager([tmp_path], clock=clock)
+    manager.startup()
+    tps = [TopicPartition("t", p) for p in range(40)]
+    for tp in tps:
+        manager.get_or_create_log(tp).append_as_leader(
+            make_batch([b"%d" % tp.partition] * (tp.partition + 1), timestamp=clock())
+        )
+    manager.close()
+    # As after a kill -9 before any flush: no clean-shutdown marker, recovery points 0.
+    (tmp_path / ".kafka_cleanshutdown").unlink()
+    write_offset_checkpoint(tmp_path / "recovery-point-offset-checkpoint", dict.fromkeys(tps, 0))
+    crashed = LogManager([tmp_path], clock=clock, recovery_threads_per_data_dir=4)
+    crashed.startup()
+    assert not crashed.had_clean_shutdown[tmp_path.resolve()]
+    ends = {tp: log.log_end_offset for tp, log in crashed.all_logs().items()}
+    assert ends == {tp: tp.partition + 1 for tp in tps}
+    crashed.close()
+
+
+def test_a_log_that_cannot_be_created_leaves_no_directory_and_no_log(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path])
+    manager.startup()
+    (tmp_path / "t-2").write_bytes(b"in the way")  # a file where a log directory must go
+    plan = manager.assign_dirs([TopicPartition("t", p) for p in range(4)])
+    with pytest.raises(KafkaStorageError, match="t-2"):
+        manager.build_logs(plan, manager.default_config)
+    manager.release(tp for tp, _ in plan)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("t-")) == ["t-2"]
+    assert manager.all_logs() == {}
+    manager.close()

@@ -42,7 +42,7 @@ from samsa.errors import (
 )
 from samsa.storage import AppendInfo, FetchData, Log, LogConfig, LogManager
 from samsa.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
-from samsa.storage.manager import BuiltLog, discard_built
+from samsa.storage.log_creation import BuiltLog, discard_built
 from samsa.storage.producer_state import ProducerEntry
 from samsa.storage.validator import AppendOrigin
 from samsa.types import TopicPartition

@@ -90,6 +90,7 @@ class Broker:
             cleaner_enabled=config["log.cleaner.enable"],
             cleaner_backoff_ms=config["log.cleaner.backoff.ms"],
             cleaner_dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+            recovery_threads_per_data_dir=config["num.recovery.threads.per.data.dir"],
         )
         self.replica_manager = ReplicaManager(self.log_manager, self.metadata, config.log_defaults)
         self.group_coordinator = GroupCoordinator(

@@ -45,12 +45,12 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from samsa.config import LONG_MAX
-from samsa.errors import KafkaStorageError, StorageError
+from samsa.errors import StorageError
 from samsa.storage.checkpoint import (
     fsync_dir,
     read_offset_checkpoint,
@@ -65,6 +65,7 @@ from samsa.storage.cleaner import (
 )
 from samsa.storage.log import Clock, Log, wall_clock_ms
 from samsa.storage.log_config import LogConfig
+from samsa.storage.log_creation import BuiltLog, build_logs
 from samsa.storage.log_loader import load_log
 from samsa.storage.segment import LogSegment
 from samsa.types import TopicPartition
@@ -78,38 +79,6 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
-
-
-@dataclass(frozen=True, slots=True)
-class BuiltLog:
-    """A log made by :meth:`LogManager.build_logs`, not yet served."""
-
-    tp: TopicPartition
-    directory: Path
-    log: Log
-
-
-def discard_built(built: Sequence[BuiltLog], made: Sequence[Path] = ()) -> None:
-    """Close logs :meth:`LogManager.build_logs` made and remove their directories (blocking).
-
-    ``made`` are the directories created, including any whose log failed to load.
-    A directory that cannot be removed is logged; being empty of records, it is
-    moved aside as a stray at the next start if no topic claims it.
-    """
-    for item in built:
-        for segment in item.log.segments:
-            segment.discard()
-    paths = list(made) or [item.log.directory for item in built]
-    for path in paths:
-        try:
-            shutil.rmtree(path)
-        except OSError as exc:
-            log.error("could not remove %s after a failed creation: %s", path, exc)
-    for directory in {path.parent for path in paths}:
-        try:
-            fsync_dir(directory)
-        except OSError as exc:
-            log.warning("could not fsync %s after removing failed logs: %s", directory, exc)
 
 
 def _delete_segment_files(segments: list[LogSegment]) -> None:
@@ -148,6 +117,7 @@ class LogManager:
         cleaner_enabled: bool = True,
         cleaner_backoff_ms: int = 15_000,
         cleaner_dedupe_buffer_size: int = 134_217_728,
+        recovery_threads_per_data_dir: int = 2,
         clock: Clock = wall_clock_ms,
     ) -> None:
         if not log_dirs:
@@ -160,6 +130,7 @@ class LogManager:
         self.cleaner_enabled = cleaner_enabled
         self.cleaner_backoff_ms = cleaner_backoff_ms
         self.cleaner = LogCleaner(cleaner_dedupe_buffer_size)
+        self.recovery_threads_per_data_dir = max(recovery_threads_per_data_dir, 1)
         self.clock = clock
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()
@@ -217,6 +188,7 @@ class LogManager:
             directory / CLEANER_OFFSET_CHECKPOINT,
             "compacted logs are cleaned again from their start",
         )
+        found: list[tuple[TopicPartition, Path, LogConfig]] = []
         for child in sorted(directory.iterdir()):
             if not child.is_dir():
                 continue
@@ -231,7 +203,11 @@ class LogManager:
                     f"partition {tp} has logs in both {self._dir_of[tp]} and {directory}"
                 )
             config = topic_configs(tp.topic) if topic_configs else self.default_config
-            loaded = load_log(
+            found.append((tp, child, config))
+
+        def load(item: tuple[TopicPartition, Path, LogConfig]) -> Log:
+            tp, child, config = item
+            return load_log(
                 child,
                 config,
                 log_start_offset=(start_offsets or {}).get(tp, 0),
@@ -239,9 +215,14 @@ class LogManager:
                 clean_shutdown=clean,
                 clock=self.clock,
             )
-            self._register(tp, loaded, directory)
-            if cleaner_offsets and tp in cleaner_offsets:
-                self._cleaner_offsets[tp] = cleaner_offsets[tp]
+
+        # Logs are independent: num.recovery.threads.per.data.dir load them at once
+        # (recovery waits on the disk; the GIL is released in every read and fsync).
+        with ThreadPoolExecutor(self.recovery_threads_per_data_dir) as pool:
+            for (tp, _, _), loaded in zip(found, pool.map(load, found), strict=True):
+                self._register(tp, loaded, directory)
+                if cleaner_offsets and tp in cleaner_offsets:
+                    self._cleaner_offsets[tp] = cleaner_offsets[tp]
         if marker.exists():
             # From here on a crash must be detected: the marker returns at clean shutdown.
             marker.unlink()
@@ -314,30 +295,8 @@ class LogManager:
     def build_logs(
         self, plan: Sequence[tuple[TopicPartition, Path]], config: LogConfig
     ) -> list[BuiltLog]:
-        """Make the directories and files of new logs, all or none (blocking).
-
-        Touches no state of the manager, so it may run on a worker thread; the
-        owner registers the result on its loop (:meth:`register_built`). If any
-        log cannot be made (no descriptors, no space, a directory in the way), the
-        ones made are removed again and :class:`~samsa.errors.KafkaStorageError`
-        names the first that failed.
-        """
-        built: list[BuiltLog] = []
-        made: list[Path] = []
-        path = Path()
-        try:
-            for tp, directory in plan:
-                path = directory / str(tp)
-                path.mkdir()  # fails if anything is in the way: never adopt stray files
-                made.append(path)
-                created = load_log(path, config, clean_shutdown=True, clock=self.clock)
-                built.append(BuiltLog(tp, directory, created))
-            for directory in {d for _, d in plan}:
-                fsync_dir(directory)
-        except (OSError, StorageError) as exc:
-            discard_built(built, made)
-            raise KafkaStorageError(f"cannot create the log {path}: {exc}") from exc
-        return built
+        """:func:`~samsa.storage.log_creation.build_logs` with this manager's clock (blocking)."""
+        return build_logs(plan, config, self.clock)
 
     def register_built(self, built: Iterable[BuiltLog]) -> None:
         """Serve logs made by :meth:`build_logs` (on the owner's loop)."""
@@ -626,8 +585,10 @@ class LogManager:
         if not self._started:
             return
         try:
-            for partition_log in self._logs.values():
-                partition_log.flush()
+            threads = self.recovery_threads_per_data_dir * len(self.log_dirs)
+            with ThreadPoolExecutor(threads) as pool:
+                # As Kafka, the recovery threads flush at shutdown (mostly fsync waits).
+                list(pool.map(Log.flush, self._logs.values()))
             self.checkpoint()
         except OSError as exc:
             # No clean-shutdown marker is written: the next start recovers the logs.
