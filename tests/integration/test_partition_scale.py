@@ -143,7 +143,8 @@ def test_a_topic_whose_partitions_do_not_all_fit_is_not_created(tmp_path: Path) 
 
 def test_another_client_is_answered_while_a_big_create_topics_runs(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    with start_broker(data_dir) as broker:
+    broker = start_broker(data_dir)
+    try:
         host, port = broker.bootstrap.rsplit(":", 1)
         creating = socket.create_connection((host, int(port)), timeout=120)
         other = socket.create_connection((host, int(port)), timeout=120)
@@ -162,6 +163,8 @@ def test_another_client_is_answered_while_a_big_create_topics_runs(tmp_path: Pat
             assert read_response(other, API_VERSIONS, 0).error_code == 0
             assert read_response(creating, CREATE_TOPICS, 5).topics[0].error_code == 0
         assert "big" in _topic_table(data_dir)
+    finally:
+        broker.kill()  # a clean stop of 3,000 partitions may take longer than stop() waits
 
 
 def test_recovery_after_kill_9_of_many_nearly_empty_partitions_keeps_memory_small(
