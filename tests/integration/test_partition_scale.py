@@ -184,3 +184,30 @@ def test_recovery_after_kill_9_of_many_nearly_empty_partitions_keeps_memory_smal
         }
     finally:
         broker.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_ten_thousand_partitions_are_created_served_and_restarted_under_the_limit(
+    tmp_path: Path,
+) -> None:
+    # This machine's default limit is 20,000; three descriptors a partition needed 30,000.
+    wide = 10_000
+    data_dir = tmp_path / "data"
+    broker = start_broker(data_dir)
+    try:
+        limit = 20_000
+        resource.prlimit(_pid(broker), resource.RLIMIT_NOFILE, (limit, limit))
+        assert _create_topic(broker, "wide", wide) == 0
+        _produce_one_each(broker, "wide", wide)
+        assert _fetch_all(broker, "wide", wide) == {p: [b"v%d" % p] for p in range(wide)}
+        assert broker.stop(timeout=600) == 0
+        broker.start(timeout=600)
+        resource.prlimit(_pid(broker), resource.RLIMIT_NOFILE, (limit, limit))
+        assert _descriptors_into(broker, "wide-") == wide
+        broker.kill()
+        broker.start(timeout=600)
+        assert _peak_rss_mb(broker) < 300
+        assert _fetch_all(broker, "wide", wide) == {p: [b"v%d" % p] for p in range(wide)}
+    finally:
+        broker.kill()
