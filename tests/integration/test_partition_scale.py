@@ -167,6 +167,28 @@ def test_another_client_is_answered_while_a_big_create_topics_runs(tmp_path: Pat
         broker.kill()  # a clean stop of 3,000 partitions may take longer than stop() waits
 
 
+def test_a_create_topics_whose_client_goes_away_leaves_no_partition_behind(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    broker = start_broker(data_dir)
+    try:
+        host, port = broker.bootstrap.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=120) as creating:
+            creating.sendall(request_frame(CREATE_TOPICS, 5, _create_topics_values("big", 3000)))
+            while not (data_dir / "big-0").exists():  # the broker is making the topic's logs
+                time.sleep(0.01)
+        # The connection is closed mid-creation: every log made is removed again.
+        while [p for p in data_dir.iterdir() if p.name.startswith("big-")]:
+            time.sleep(0.05)  # the pytest timeout catches a broker that leaves them
+        assert "big" not in _topic_table(data_dir)
+        assert _create_topic(broker, "big", 4) == 0  # the name is free again
+        _produce_one_each(broker, "big", 4)
+        assert _fetch_all(broker, "big", 4) == {p: [b"v%d" % p] for p in range(4)}
+    finally:
+        broker.kill()
+
+
 def test_recovery_after_kill_9_of_many_nearly_empty_partitions_keeps_memory_small(
     tmp_path: Path,
 ) -> None:
