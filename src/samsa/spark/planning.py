@@ -64,10 +64,24 @@ class OffsetPlanner:
         return sorted(self._describe(topics))
 
     def _describe(self, topics: Iterable[str]) -> set[TopicPartition]:
-        existing = set(self._admin.list_topics()) & set(topics)
+        """The partitions of those of ``topics`` that exist now.
+
+        A topic deleted between the listing and the description is left out,
+        as if the listing had come a moment later: the caller's check_lost
+        decides what its partitions' absence means (failOnDataLoss).
+        """
+        existing = sorted(set(self._admin.list_topics()) & set(topics))
         if not existing:
             return set()
-        descriptions = self._admin.describe_topics(sorted(existing))
+        try:
+            descriptions = self._admin.describe_topics(existing)
+        except UnknownTopicOrPartitionError:
+            descriptions = {}
+            for name in existing:  # one at a time, to leave out only the ones gone
+                try:
+                    descriptions.update(self._admin.describe_topics([name]))
+                except UnknownTopicOrPartitionError:
+                    log.info("topic %s was deleted while the partitions were listed", name)
         return {
             TopicPartition(name, p.partition)
             for name, description in descriptions.items()
