@@ -30,6 +30,7 @@ ACKED_BEFORE_EACH_KILL = 20_000
 PRODUCED_WHILE_DOWN = 2_000
 IN_FLIGHT_WINDOW = 5_000  # unacknowledged records the producer may hold before it waits
 IN_FLIGHT_BURST = 2_000  # records produced just before each kill, never polled for
+HANG_S = 30.0
 
 
 class DeliveryLog:
@@ -68,19 +69,26 @@ def _produce_until_acknowledged(
     return next_number
 
 
-def _produce_in_flight(producer: Producer, deliveries: DeliveryLog, next_number: int) -> int:
-    """Produce a burst the broker is still working through when the test kills it.
+def _produce_in_flight(
+    producer: Producer, deliveries: DeliveryLog, next_number: int, bootstrap: str
+) -> int:
+    """Produce a burst and return once the broker has stored part of it, unreported.
 
-    Reaching the acknowledgement target can drain every report (the whole window
-    is acknowledged by one poll), so the kill must not rely on what is left over:
-    this burst is produced after the last poll, and it is given linger.ms and a
-    little more to reach the socket, so requests are on the wire, unanswered or
-    unreported, when the broker dies.
+    Delivery reports reach the test only through ``poll()``, which is not called
+    here: once the partition's high watermark (asked on another connection) passes
+    the highest offset reported so far, records the broker has acknowledged are
+    known to be on their way back to a producer that has not reported them — the
+    moment the test kills the broker.
     """
+    reported_end = max((offset for offset, _ in deliveries.acknowledged), default=-1) + 1
     for _ in range(IN_FLIGHT_BURST):
         producer.produce(TOPIC, f"record-{next_number}".encode(), on_delivery=deliveries)
         next_number += 1
-    time.sleep(0.02)
+    deadline = time.monotonic() + HANG_S
+    while _high_watermark(bootstrap) <= reported_end:
+        assert time.monotonic() < deadline, f"the broker stored none of the burst in {HANG_S} s"
+        time.sleep(0.001)
+    assert next_number > deliveries.reported, "records must be in flight at the kill"
     return next_number
 
 
@@ -156,7 +164,7 @@ def test_kill_9_under_a_live_producer_loses_no_acknowledged_record(tmp_path: Pat
             number = _produce_until_acknowledged(
                 producer, deliveries, kill * ACKED_BEFORE_EACH_KILL, number, deadline
             )
-            number = _produce_in_flight(producer, deliveries, number)
+            number = _produce_in_flight(producer, deliveries, number, broker.bootstrap)
             broker.kill()
             number = _produce_blind(producer, deliveries, PRODUCED_WHILE_DOWN, number)
             broker.start()
