@@ -19,25 +19,47 @@ def _modules() -> list[tuple[str, ast.Module]]:
     ]
 
 
+def _int_value(node: ast.expr) -> int | None:
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node, sign = node.operand, -1
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return sign * node.value
+    return None
+
+
+def _assigned(node: ast.stmt) -> list[tuple[ast.expr, ast.expr]]:
+    """``(target, value)`` pairs of a module-level assignment, tuples unpacked pairwise."""
+    if isinstance(node, ast.AnnAssign) and node.value is not None:
+        return [(node.target, node.value)]
+    if not isinstance(node, ast.Assign):
+        return []
+    pairs: list[tuple[ast.expr, ast.expr]] = []
+    for target in node.targets:
+        if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+            pairs += zip(target.elts, node.value.elts, strict=False)
+        else:
+            pairs.append((target, node.value))
+    return pairs
+
+
 def _error_constants(tree: ast.Module) -> list[tuple[str, int]]:
-    """``(name, number)`` of each module-level ``NAME = <int>`` named after a Kafka error."""
+    """``(name, number)`` of each module-level ``NAME = <int>`` named after a Kafka error
+    (``A, B = 1, 2`` included)."""
     found = []
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else []
-        if isinstance(node, ast.AnnAssign):
-            targets = [node.target]
-        value = getattr(node, "value", None)
-        if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
-            value = value.operand
-            sign = -1
-        else:
-            sign = 1
-        if not (isinstance(value, ast.Constant) and type(value.value) is int):
-            continue
-        for target in targets:
+        for target, value in _assigned(node):
+            number = _int_value(value)
+            if number is None:
+                continue
             if isinstance(target, ast.Name) and target.id in ErrorCode.__members__:
-                found.append((target.id, sign * value.value))
+                found.append((target.id, number))
     return found
+
+
+def test_a_constant_assigned_in_a_tuple_is_found() -> None:
+    tree = ast.parse("A, NOT_CONTROLLER = 3, 41\nUNKNOWN_SERVER_ERROR: int = -1\n")
+    assert _error_constants(tree) == [("NOT_CONTROLLER", 41), ("UNKNOWN_SERVER_ERROR", -1)]
 
 
 def test_every_constant_named_after_a_kafka_error_has_that_errors_number() -> None:

@@ -25,7 +25,6 @@ LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 2, 3, 8, 9
 DESCRIBE_GROUPS, LIST_GROUPS, CREATE_TOPICS, DELETE_TOPICS = 15, 16, 19, 20
 DELETE_RECORDS, DESCRIBE_CONFIGS, CREATE_PARTITIONS = 21, 32, 37
 DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE, DESCRIBE_CLUSTER = 42, 44, 47, 60
-UNKNOWN_TOPIC_OR_PARTITION, NOT_CONTROLLER = 3, 41
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
@@ -110,8 +109,8 @@ class AdminBase:
             target = cluster.controller_id if cluster.controller_id in cluster.nodes else None
             response = await cluster.send(target, api_key, body)
             codes = [int(getattr(r, "error_code", 0)) for r in _items(response)]
-            if NOT_CONTROLLER in codes:
-                raise error_for(NOT_CONTROLLER, f"{what}: the controller moved")
+            if ErrorCode.NOT_CONTROLLER in codes:
+                raise error_for(ErrorCode.NOT_CONTROLLER, f"{what}: the controller moved")
             return response
 
         return await self._retrying(attempt, what, timeout_ms)
@@ -168,7 +167,7 @@ class AdminBase:
                 if tp.topic in cluster.topic_errors or (
                     known is not None and not 0 <= tp.partition < len(known)
                 ):
-                    code = cluster.topic_errors.get(tp.topic, UNKNOWN_TOPIC_OR_PARTITION)
+                    code = cluster.topic_errors.get(tp.topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                     errors[tp] = error_for(code, f"{what} {tp}")
                     remaining.discard(tp)
                     continue

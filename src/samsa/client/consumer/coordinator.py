@@ -66,8 +66,6 @@ __all__ = ["NO_GENERATION", "ConsumerCoordinator", "Generation"]
 log = logging.getLogger(__name__)
 
 OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
-ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
-MEMBER_ID_REQUIRED, FENCED_INSTANCE_ID = 79, 82
 SUBSCRIPTION_VERSION = 3
 
 
@@ -321,13 +319,13 @@ class ConsumerCoordinator:
             timeout_ms=max(self.request_timeout_ms, self.rebalance_timeout_ms + 5000),
         )
         code = int(join.error_code)
-        if code == MEMBER_ID_REQUIRED:
+        if code == ErrorCode.MEMBER_ID_REQUIRED:
             self.member_id = join.member_id
             return None
-        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
-            self._reset_generation(forget_member_id=code == UNKNOWN_MEMBER_ID)
+        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+            self._reset_generation(forget_member_id=code == ErrorCode.UNKNOWN_MEMBER_ID)
             return None
-        if code == REBALANCE_IN_PROGRESS:
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
             return None
         self._check_coordinator_error(code)
         if code:
@@ -353,10 +351,10 @@ class ConsumerCoordinator:
             },
         )
         code = int(sync.error_code)
-        if code == REBALANCE_IN_PROGRESS:
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
             return None
-        if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
-            self._reset_generation(forget_member_id=code == UNKNOWN_MEMBER_ID)
+        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
+            self._reset_generation(forget_member_id=code == ErrorCode.UNKNOWN_MEMBER_ID)
             return None
         self._check_coordinator_error(code)
         if code:
@@ -521,13 +519,13 @@ class ConsumerCoordinator:
         code = int(response.error_code)
         if code == ErrorCode.NONE or generation != self.generation:
             return
-        if code == REBALANCE_IN_PROGRESS:
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
             self.request_rejoin("the group is rebalancing")
-        elif code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+        elif code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION):
             log.info("%s: group %s dropped this member (%s)", self.cluster.client_id,
                      self.group_id, error_for(code).__class__.__name__)  # fmt: skip
-            self._reset_generation(forget_member_id=code == UNKNOWN_MEMBER_ID)
-        elif code == FENCED_INSTANCE_ID:
+            self._reset_generation(forget_member_id=code == ErrorCode.UNKNOWN_MEMBER_ID)
+        elif code == ErrorCode.FENCED_INSTANCE_ID:
             self._fatal = error_for(
                 code,
                 f"another consumer joined group {self.group_id!r} with group.instance.id "
@@ -622,7 +620,7 @@ class ConsumerCoordinator:
         generation = self.generation if auto else NO_GENERATION
         if auto and self.generation == NO_GENERATION and self.rebalancing:
             raise error_for(
-                REBALANCE_IN_PROGRESS,
+                ErrorCode.REBALANCE_IN_PROGRESS,
                 f"cannot commit: group {self.group_id!r} is rebalancing; call poll() to "
                 "finish joining, then commit the offsets of the partitions you still own",
             )
@@ -657,16 +655,20 @@ class ConsumerCoordinator:
             codes = [int(p.error_code) for t in response.topics for p in t.partitions]
             code = next((c for c in codes if c), 0)
             self._check_coordinator_error(code)
-            if code in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID):
+            if code in (
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                ErrorCode.ILLEGAL_GENERATION,
+                ErrorCode.FENCED_INSTANCE_ID,
+            ):
                 if generation == self.generation and auto:
-                    self._reset_generation(forget_member_id=code == UNKNOWN_MEMBER_ID)
+                    self._reset_generation(forget_member_id=code == ErrorCode.UNKNOWN_MEMBER_ID)
                 raise error_for(
                     code,
                     f"commit failed: this member is no longer part of group {self.group_id!r} "
                     "(it took longer than max.poll.interval.ms between polls, or was replaced); "
                     "its partitions may belong to another member now",
                 )
-            if code == REBALANCE_IN_PROGRESS:
+            if code == ErrorCode.REBALANCE_IN_PROGRESS:
                 self.request_rejoin("the group is rebalancing")
                 raise error_for(
                     code,

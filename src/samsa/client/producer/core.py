@@ -48,7 +48,7 @@ from samsa.client.producer.partitioner import StickyPartitioner, partition_for_k
 from samsa.client.producer.sender import Sender
 from samsa.client.producer.transactions import TransactionManager
 from samsa.client.producer.types import ConsumerGroupMetadata, DeliveryCallback, RecordMetadata
-from samsa.errors import MessageTooLargeError
+from samsa.errors import ErrorCode, MessageTooLargeError
 from samsa.records import CompressionType
 from samsa.records.record import Header
 from samsa.types import TopicPartition
@@ -57,7 +57,6 @@ __all__ = ["AsyncProducer", "PreparedRecord"]
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE = 3, 5
 _producer_ids = itertools.count(1)
 Headers = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None]
 
@@ -417,8 +416,8 @@ class AsyncProducer:
         for topic in list(self._waiting):
             queue = self._waiting[topic]
             code = self._cluster.topic_errors.get(topic)
-            fatal = code is not None and code not in (UNKNOWN_TOPIC_OR_PARTITION,
-                                                       LEADER_NOT_AVAILABLE)  # fmt: skip
+            fatal = code is not None and code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                       ErrorCode.LEADER_NOT_AVAILABLE)  # fmt: skip
             partitions = self._cluster.partitions_for(topic)
             while queue:
                 item = queue[0]
@@ -451,7 +450,10 @@ class AsyncProducer:
         code: int | None,
         partitions: Sequence[PartitionMetadata] | None,
     ) -> BaseException:
-        if code is not None and code not in (UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE):
+        if code is not None and code not in (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            ErrorCode.LEADER_NOT_AVAILABLE,
+        ):
             return error_for(code, f"topic {record.topic!r}")
         ms = self._max_block_s * 1000
         if partitions is not None and record.partition is not None:
@@ -522,8 +524,8 @@ class AsyncProducer:
             if partitions is not None:
                 return [p.partition for p in partitions]
             code = self._cluster.topic_errors.get(topic)
-            if code is not None and code not in (UNKNOWN_TOPIC_OR_PARTITION,
-                                                 LEADER_NOT_AVAILABLE):  # fmt: skip
+            if code is not None and code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                                 ErrorCode.LEADER_NOT_AVAILABLE):  # fmt: skip
                 raise error_for(code, f"topic {topic!r}")
             if not await self._cluster.wait_for_update(deadline - time.monotonic()):
                 raise ClientTimeoutError(
