@@ -647,17 +647,21 @@ def test_a_commit_creates_the_offsets_topic_only_when_it_writes(tmp_path: Path) 
     async def scenario(h: Harness) -> None:
         c = h.coordinator
         writes: list[str] = []
+
+        async def create_topic() -> None:
+            writes.append("g")
+
         refused = PartitionOffset(TopicPartition("gone", 0), 1, topic_exists=False)
         member = OffsetCommitMember("g")
         codes = await c.commit_offsets(
-            member, [refused], metadata_max_bytes=10, before_write=lambda: writes.append("g")
+            member, [refused], metadata_max_bytes=10, before_write=create_topic
         )
         assert codes == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION] and writes == []
         codes = await c.commit_offsets(
             member,
             [refused, PartitionOffset(TopicPartition("t", 0), 1)],
             metadata_max_bytes=10,
-            before_write=lambda: writes.append("g"),
+            before_write=create_topic,
         )
         assert codes == [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NONE]
         assert writes == ["g"]

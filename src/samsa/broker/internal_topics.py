@@ -18,19 +18,16 @@ What clients are refused, with INVALID_TOPIC_EXCEPTION:
   partitions to it moves groups to partitions that do not hold their state.
   samsa refuses them with the code Kafka uses for its other refusals here.
 
-:class:`InternalTopics` creates them the first time a coordinator needs them
-(FindCoordinator, InitProducerId, a transaction's offsets, auto-creation by
-Metadata), with their coordinator's partition count and configs.
+The topic manager (:mod:`samsa.broker.topic_manager`) creates them the first
+time a coordinator needs them (FindCoordinator, InitProducerId, a
+transaction's offsets, auto-creation by Metadata), with their coordinator's
+partition count and configs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from samsa.broker.config import BrokerConfig
-from samsa.broker.replica_manager import ReplicaManager
-from samsa.cluster.local import LocalMetadataStore
-from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from samsa.broker.metadata_cache import MetadataCache
+from samsa.coordinator.group.coordinator import OFFSETS_TOPIC
 from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
 from samsa.errors import InvalidTopicError
 
@@ -38,7 +35,7 @@ INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 TRANSACTION_STATE_CONFIGS_FIXED = {"cleanup.policy": "compact"}
 
 
-def is_internal(metadata: LocalMetadataStore, topic: str) -> bool:
+def is_internal(metadata: MetadataCache, topic: str) -> bool:
     """Whether ``topic`` is internal, by Kafka's names or by the topic table."""
     if topic in INTERNAL_TOPICS:
         return True
@@ -46,44 +43,7 @@ def is_internal(metadata: LocalMetadataStore, topic: str) -> bool:
     return info is not None and info.is_internal
 
 
-def refuse_client_change(metadata: LocalMetadataStore, topic: str, change: str) -> None:
+def refuse_client_change(metadata: MetadataCache, topic: str, change: str) -> None:
     """Raise INVALID_TOPIC_EXCEPTION if ``topic`` is internal; ``change`` reads "append to"."""
     if is_internal(metadata, topic):
         raise InvalidTopicError(f"Cannot {change} internal topic {topic}")
-
-
-class InternalTopics:
-    """Creates ``__consumer_offsets`` and ``__transaction_state`` unless they exist."""
-
-    def __init__(
-        self,
-        metadata: LocalMetadataStore,
-        replica_manager: ReplicaManager,
-        config: Callable[[], BrokerConfig],
-        *,
-        offsets_partitions: int,
-        transaction_partitions: int,
-    ) -> None:
-        self._metadata = metadata
-        self._replica_manager = replica_manager
-        self._config = config
-        self._offsets_partitions = offsets_partitions
-        self._transaction_partitions = transaction_partitions
-
-    def ensure_offsets_topic(self) -> None:
-        """Create ``__consumer_offsets`` (internal, compacted) unless it exists."""
-        if self._metadata.get(OFFSETS_TOPIC) is None:
-            self._replica_manager.create_topic(
-                OFFSETS_TOPIC, self._offsets_partitions, OFFSETS_TOPIC_CONFIGS, is_internal=True
-            )
-
-    def ensure_transaction_topic(self) -> None:
-        """Create ``__transaction_state`` (internal, compacted) unless it exists."""
-        if self._metadata.get(TRANSACTION_STATE_TOPIC) is None:
-            configs = {
-                **TRANSACTION_STATE_CONFIGS_FIXED,
-                "segment.bytes": str(self._config()["transaction.state.log.segment.bytes"]),
-            }
-            self._replica_manager.create_topic(
-                TRANSACTION_STATE_TOPIC, self._transaction_partitions, configs, is_internal=True
-            )

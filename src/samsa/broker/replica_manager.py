@@ -25,11 +25,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from samsa.cluster.local import LocalMetadataStore, TopicInfo
+from samsa.broker.metadata_cache import MetadataCache
+from samsa.cluster.local import TopicInfo
 from samsa.errors import (
     ErrorCode,
     KafkaError,
@@ -88,13 +89,42 @@ class Partition:
         self.waiters.clear()
 
 
+class NewLogs:
+    """Logs made for new partitions, not served yet: :meth:`serve` them or :meth:`discard` them.
+
+    The caller writes its metadata (the topic table) between the two, so the
+    table never names a partition without a log, and a failed write leaves no log.
+    """
+
+    def __init__(
+        self, owner: ReplicaManager, reserved: list[TopicPartition], built: list[BuiltLog]
+    ) -> None:
+        self._owner = owner
+        self._reserved = reserved
+        self._built = built
+
+    def serve(self) -> None:
+        self._owner.log_manager.release(self._reserved)
+        self._owner._serve(self._built)
+
+    def discard(self) -> None:
+        """Remove the logs (blocking; small topics)."""
+        self._owner.log_manager.release(self._reserved)
+        discard_built(self._built)
+
+    async def discard_async(self) -> None:
+        self._owner.log_manager.release(self._reserved)
+        if self._built:
+            await asyncio.to_thread(discard_built, self._built)
+
+
 class ReplicaManager:
     """Creates partitions from the topic table and serves appends and reads on them."""
 
     def __init__(
         self,
         log_manager: LogManager,
-        metadata: LocalMetadataStore,
+        metadata: MetadataCache,
         defaults: LogConfig,
         *,
         monotonic: Callable[[], float] = time.monotonic,
@@ -142,53 +172,31 @@ class ReplicaManager:
             self.log_manager.release(missing)
         self._serve(built)
 
-    def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        configs: Mapping[str, str] | None = None,
-        *,
-        is_internal: bool = False,
-    ) -> TopicInfo:
-        """Create a small topic now (auto-creation, internal topics): logs first, then the table.
+    def make_logs_now(self, info: TopicInfo) -> NewLogs:
+        """Make the logs of ``info``'s partitions not served yet, all or none, on the loop
+        (small topics that must exist before the caller's next step).
 
-        All or none: if a partition's log cannot be made, the ones made are removed,
-        the topic table is not changed and ``KafkaStorageError`` is raised.
-        Blocking; :meth:`create_topic_async` keeps the loop free for big topics.
+        Raises ``KafkaStorageError`` with none left behind if one cannot be made.
         """
-        planned = self.metadata.create_topic(
-            name, partitions, configs, is_internal=is_internal, validate_only=True
-        )
-        missing = self._missing(planned)
-        plan = self._reserve(name, missing)
+        missing = self._missing(info)
+        plan = self._reserve(info.name, missing)
         try:
-            built = self.log_manager.build_logs(plan, self._config_of(planned))
-            try:
-                info = self.metadata.create_topic(
-                    name, partitions, configs, is_internal=is_internal
-                )
-            except BaseException:
-                discard_built(built)
-                raise
-        finally:
+            built = self.log_manager.build_logs(plan, self._config_of(info))
+        except BaseException:
             self.log_manager.release(missing)
-        self._serve(built)
-        return info
+            raise
+        return NewLogs(self, missing, built)
 
-    async def create_topic_async(
-        self, name: str, partitions: int, configs: Mapping[str, str] | None = None
-    ) -> TopicInfo:
-        """:meth:`create_topic` with the file work on worker threads, a slice at a time.
+    async def make_logs(self, info: TopicInfo) -> NewLogs:
+        """:meth:`make_logs_now` with the files made on worker threads, a slice at a time.
 
         The loop stays free for other clients while thousands of logs are made
-        (one owner: the threads only make files and unregistered logs; the topic
-        table and the partitions are changed here, on the loop, once all exist).
-        Cancelled (the client's connection closed), it removes every log made.
+        (one owner: the threads only make files and unregistered logs). Cancelled
+        (the client went away), it removes every log made.
         """
-        planned = self.metadata.create_topic(name, partitions, configs, validate_only=True)
-        missing = self._missing(planned)
-        plan = self._reserve(name, missing)
-        config = self._config_of(planned)
+        missing = self._missing(info)
+        plan = self._reserve(info.name, missing)
+        config = self._config_of(info)
         built: list[BuiltLog] = []
         try:
             for start in range(0, len(plan), CREATE_SLICE):
@@ -199,20 +207,17 @@ class ReplicaManager:
                 try:
                     built += await asyncio.shield(making)
                 except asyncio.CancelledError:
-                    # The client went away (or the broker stops): the thread goes on, so
-                    # wait for the logs it makes, to remove them with the others.
+                    # The thread goes on: wait for the logs it makes, to remove them
+                    # with the others.
                     with contextlib.suppress(Exception):
                         built += await making
                     raise
-            info = self.metadata.create_topic(name, partitions, configs)
         except BaseException:
+            self.log_manager.release(missing)
             if built:
                 await asyncio.to_thread(discard_built, built)
             raise
-        finally:
-            self.log_manager.release(missing)
-        self._serve(built)
-        return info
+        return NewLogs(self, missing, built)
 
     def _missing(self, info: TopicInfo) -> list[TopicPartition]:
         wanted = (TopicPartition(info.name, i) for i in range(info.partitions))

@@ -33,11 +33,12 @@ from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
 from samsa.broker.handlers import Services, register_all
 from samsa.broker.handlers.api_versions import unsupported_version_response
-from samsa.broker.internal_topics import InternalTopics
 from samsa.broker.memory_pool import RequestMemoryPool, release_freed_memory
+from samsa.broker.metadata_cache import LocalMetadataCache
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.topic_manager import LocalTopicManager
 from samsa.cluster.local import LocalMetadataStore
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
 from samsa.coordinator.transaction.coordinator import (
@@ -80,7 +81,12 @@ class Broker:
         """The effective configuration (static, then dynamic layers: see ``dynamic_config``)."""
         self.dynamic_config = DynamicBrokerConfig(config)
         self.node_id = config.node_id
-        self.metadata = LocalMetadataStore(config.log_dirs, config.node_id, config["cluster.id"])
+        self.metadata_store = LocalMetadataStore(
+            config.log_dirs, config.node_id, config["cluster.id"]
+        )
+        self.metadata = LocalMetadataCache(
+            self.metadata_store, self.node_id, lambda: self.advertised
+        )
         self.log_manager = LogManager(
             config.log_dirs,
             config.log_defaults,
@@ -111,7 +117,7 @@ class Broker:
             self._append_internal,
             self.log_manager.clock,
             self.replica_manager.write_txn_marker,
-            self.metadata.allocate_producer_id,
+            self.metadata_store.allocate_producer_id,
             config=TransactionConfig(
                 max_timeout_ms=config["transaction.max.timeout.ms"],
                 abort_timed_out_interval_ms=config[
@@ -127,12 +133,14 @@ class Broker:
         # Markers written to __consumer_offsets publish or drop transactional offset commits.
         self.replica_manager.on_txn_marker = self.group_coordinator.on_txn_marker
         self.dynamic_config.on_change = self.reconfigure
-        self.internal_topics = InternalTopics(
-            self.metadata,
+        self.topics = LocalTopicManager(
+            self.metadata_store,
             self.replica_manager,
             lambda: self.config,
+            node_id=self.node_id,
             offsets_partitions=self.group_coordinator.partitions,
             transaction_partitions=self.txn_coordinator.partitions,
+            on_partitions_deleted=self.group_coordinator.on_partitions_deleted,
         )
         self.registry = ApiRegistry()
         register_all(
@@ -142,8 +150,9 @@ class Broker:
                 config=lambda: self.config,
                 advertised=lambda: self.advertised,
                 metadata=self.metadata,
+                topics=self.topics,
+                allocate_producer_id=self.metadata_store.allocate_producer_id,
                 replica_manager=self.replica_manager,
-                internal_topics=self.internal_topics,
                 group_coordinator=self.group_coordinator,
                 txn_coordinator=self.txn_coordinator,
                 dynamic_config=self.dynamic_config,
@@ -178,7 +187,7 @@ class Broker:
         self._raise_open_files_limit()
         # Listen before anything is created on disk: a port in use stops start-up first.
         await self._bind()
-        await asyncio.to_thread(self.metadata.load)
+        await asyncio.to_thread(self.metadata_store.load)
         await asyncio.to_thread(self.dynamic_config.load)
         self.reconfigure(self.dynamic_config.current)
         await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)

@@ -25,10 +25,10 @@ from samsa.broker.handlers import (
     transactions,
     txn_markers,
 )
-from samsa.broker.internal_topics import InternalTopics
+from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.cluster.local import LocalMetadataStore
+from samsa.broker.topic_manager import TopicManager
 from samsa.coordinator.group.coordinator import GroupCoordinator
 from samsa.coordinator.transaction.coordinator import TransactionCoordinator
 
@@ -46,9 +46,10 @@ class Services:
         node_id: int,
         config: Callable[[], BrokerConfig],
         advertised: Callable[[], Listener],
-        metadata: LocalMetadataStore,
+        metadata: MetadataCache,
+        topics: TopicManager,
+        allocate_producer_id: Callable[[], int],
         replica_manager: ReplicaManager,
-        internal_topics: InternalTopics,
         group_coordinator: GroupCoordinator,
         txn_coordinator: TransactionCoordinator,
         dynamic_config: DynamicBrokerConfig,
@@ -57,8 +58,9 @@ class Services:
         self.current_config = config
         self.current_advertised = advertised
         self.metadata = metadata
+        self.topics = topics
+        self.allocate_producer_id = allocate_producer_id
         self.replica_manager = replica_manager
-        self.internal_topics = internal_topics
         self.group_coordinator = group_coordinator
         self.txn_coordinator = txn_coordinator
         self.dynamic_config = dynamic_config
@@ -78,17 +80,17 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     config, advertised = s.current_config, s.current_advertised
     api_versions.register(registry)
     metadata.register(registry, s)
-    topics.register(registry, s)
+    topics.register(registry, config=config, metadata=s.metadata, topics=s.topics)
     produce.register(registry, metadata=s.metadata, replicas=s.replica_manager)
     fetch.register(registry, config=config, metadata=s.metadata, replicas=s.replica_manager)
     list_offsets.register(registry, replicas=s.replica_manager)
     producer_id.register(
         registry,
-        metadata=s.metadata,
+        allocate_producer_id=s.allocate_producer_id,
         txn_coordinator=s.txn_coordinator,
-        internal_topics=s.internal_topics,
+        topics=s.topics,
     )
-    partitions.register(registry, s)
+    partitions.register(registry, metadata=s.metadata, topics=s.topics, replicas=s.replica_manager)
     cluster.register(registry, node_id=s.node_id, advertised=advertised, metadata=s.metadata)
     configs.register(registry, s)
     groups.register(
@@ -98,14 +100,14 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
         advertised=advertised,
         metadata_store=s.metadata,
         replicas=s.replica_manager,
-        internal_topics=s.internal_topics,
+        topic_manager=s.topics,
         group_coordinator=s.group_coordinator,
     )
     transactions.register(
         registry,
         config=config,
         replicas=s.replica_manager,
-        internal_topics=s.internal_topics,
+        topic_manager=s.topics,
         group_coordinator=s.group_coordinator,
         txn_coordinator=s.txn_coordinator,
     )

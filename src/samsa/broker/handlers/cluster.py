@@ -17,8 +17,8 @@ from typing import Any
 from samsa.broker.api import respond
 from samsa.broker.authorized_operations import cluster_operations
 from samsa.broker.config import Listener
+from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
-from samsa.cluster.local import LocalMetadataStore
 from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
 
@@ -50,7 +50,7 @@ def register(
     *,
     node_id: int,
     advertised: Callable[[], Listener],
-    metadata: LocalMetadataStore,
+    metadata: MetadataCache,
 ) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
         requested = getattr(body, "endpoint_type", EndpointType.BROKER)

@@ -45,9 +45,11 @@ from samsa.broker.dynamic_config import (
     TOPIC_CONFIG_SYNONYMS,
     DynamicBrokerConfig,
 )
+from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.cluster.local import LocalMetadataStore, validate_topic_name
+from samsa.broker.topic_manager import TopicManager
+from samsa.cluster.local import validate_topic_name
 from samsa.config import ConfigDef, ConfigKey, ConfigType
 from samsa.errors import (
     ConfigError,
@@ -71,13 +73,16 @@ class ConfigsServices(Protocol):
     def dynamic_config(self) -> DynamicBrokerConfig: ...
 
     @property
-    def metadata(self) -> LocalMetadataStore: ...
+    def metadata(self) -> MetadataCache: ...
 
     @property
     def node_id(self) -> int: ...
 
     @property
     def replica_manager(self) -> ReplicaManager: ...
+
+    @property
+    def topics(self) -> TopicManager: ...
 
 
 DESCRIBE_CONFIGS = 32
@@ -343,7 +348,7 @@ def _incremented(
     return overrides
 
 
-def _alter_topic(
+async def _alter_topic(
     broker: ConfigsServices, resource: Any, validate_only: bool, incremental: bool
 ) -> None:
     topic = _altered_topic(broker, resource)
@@ -361,8 +366,7 @@ def _alter_topic(
         overrides = _replaced(resource.configs)
     _check_topic_configs(broker, overrides)
     if not validate_only:
-        broker.metadata.set_configs(topic, overrides)
-        broker.replica_manager.apply_config(topic)
+        await broker.topics.alter_configs(topic, overrides)
 
 
 async def _alter_broker(
@@ -413,7 +417,7 @@ async def _alter(
             if resource.resource_type == ResourceType.BROKER:
                 await _alter_broker(broker, resource, validate_only, incremental)
             else:
-                _alter_topic(broker, resource, validate_only, incremental)
+                await _alter_topic(broker, resource, validate_only, incremental)
             results.append({**result, "error_code": ErrorCode.NONE, "error_message": None})
         except KafkaError as exc:
             results.append({**result, **error_fields(exc)})

@@ -26,9 +26,9 @@ from typing import Any
 
 from samsa.broker.api import RawResponse
 from samsa.broker.config import BrokerConfig
+from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.cluster.local import LocalMetadataStore
 from samsa.errors import ErrorCode, KafkaError, UnknownTopicIdError
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
@@ -42,7 +42,7 @@ def register(
     registry: ApiRegistry,
     *,
     config: Callable[[], BrokerConfig],
-    metadata: LocalMetadataStore,
+    metadata: MetadataCache,
     replicas: ReplicaManager,
 ) -> None:
     broker_max_bytes = int(config()["fetch.max.bytes"])

@@ -19,10 +19,10 @@ from typing import Any
 
 from samsa.broker.api import client_host, respond
 from samsa.broker.config import BrokerConfig, Listener
-from samsa.broker.internal_topics import InternalTopics
+from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.cluster.local import LocalMetadataStore
+from samsa.broker.topic_manager import TopicManager
 from samsa.coordinator.group.coordinator import (
     GroupCoordinator,
     JoinRequest,
@@ -50,9 +50,9 @@ def register(
     node_id: int,
     config: Callable[[], BrokerConfig],
     advertised: Callable[[], Listener],
-    metadata_store: LocalMetadataStore,
+    metadata_store: MetadataCache,
     replicas: ReplicaManager,
-    internal_topics: InternalTopics,
+    topic_manager: TopicManager,
     group_coordinator: GroupCoordinator,
 ) -> None:
     coordinator = group_coordinator
@@ -62,13 +62,13 @@ def register(
         listener = advertised()  # read per request: port 0 is bound after start
         return {"node_id": node_id, "host": listener.host, "port": listener.port}
 
-    def coordinator_for(key: str, key_type: int) -> dict[str, Any]:
+    async def coordinator_for(key: str, key_type: int) -> dict[str, Any]:
         if key_type == TRANSACTION_KEY_TYPE:
             if not key:
                 return {"key": key, "node_id": -1, "host": "", "port": -1,
                         "error_code": ErrorCode.INVALID_REQUEST,
                         "error_message": "empty transactional id"}  # fmt: skip
-            internal_topics.ensure_transaction_topic()
+            await topic_manager.ensure_transaction_topic()
             return {
                 "key": key,
                 **listener_fields(),
@@ -83,7 +83,7 @@ def register(
             return {"key": key, "node_id": -1, "host": "", "port": -1,
                     "error_code": ErrorCode.INVALID_GROUP_ID,
                     "error_message": "empty group id"}  # fmt: skip
-        internal_topics.ensure_offsets_topic()
+        await topic_manager.ensure_offsets_topic()
         return {
             "key": key,
             **listener_fields(),
@@ -94,15 +94,15 @@ def register(
     async def find_coordinator(header: RequestHeader, body: Any) -> Any:
         key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
         if header.api_version >= 4:
-            return respond(header, {"throttle_time": 0, "coordinators": [
-                coordinator_for(key, key_type) for key in body.coordinator_keys]})  # fmt: skip
-        answer = coordinator_for(body.key, key_type)
+            coordinators = [await coordinator_for(key, key_type) for key in body.coordinator_keys]
+            return respond(header, {"throttle_time": 0, "coordinators": coordinators})
+        answer = await coordinator_for(body.key, key_type)
         answer.pop("key")
         return respond(header, {"throttle_time": 0, **answer})
 
     # -- membership ------------------------------------------------------------------
     async def join_group(header: RequestHeader, body: Any) -> Any:
-        internal_topics.ensure_offsets_topic()
+        await topic_manager.ensure_offsets_topic()
         session_ms = duration_ms(body.session_timeout)
         rebalance = getattr(body, "rebalance_timeout", None)
         request = JoinRequest(
@@ -207,7 +207,7 @@ def register(
             member,
             requested,
             metadata_max_bytes=metadata_max_bytes,
-            before_write=internal_topics.ensure_offsets_topic,
+            before_write=topic_manager.ensure_offsets_topic,
         )
         for entry, code in zip(entries, codes, strict=True):
             entry["error_code"] = code

@@ -18,80 +18,76 @@ from typing import Any, Protocol
 
 from samsa.broker.api import respond
 from samsa.broker.authorized_operations import cluster_operations, topic_operations
-from samsa.broker.config import BrokerConfig, Listener
-from samsa.broker.internal_topics import InternalTopics
+from samsa.broker.config import BrokerConfig
+from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
-from samsa.cluster.local import LocalMetadataStore, TopicInfo, validate_topic_name
-from samsa.coordinator.group.coordinator import OFFSETS_TOPIC
-from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
+from samsa.broker.topic_manager import TopicManager
+from samsa.cluster.local import TopicInfo
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import RequestHeader
+from samsa.types import TopicPartition
 
 
 class MetadataServices(Protocol):
     """The part of the broker Metadata uses."""
 
     @property
-    def advertised(self) -> Listener: ...
-
-    @property
     def config(self) -> BrokerConfig: ...
 
     @property
-    def internal_topics(self) -> InternalTopics: ...
+    def metadata(self) -> MetadataCache: ...
 
     @property
-    def metadata(self) -> LocalMetadataStore: ...
-
-    @property
-    def node_id(self) -> int: ...
-
-    @property
-    def replica_manager(self) -> ReplicaManager: ...
+    def topics(self) -> TopicManager: ...
 
 
 API_KEY = 3
 
 
-def topic_entry(broker: MetadataServices, info: TopicInfo, operations: int) -> dict[str, Any]:
-    node = broker.node_id
+def partition_entries(metadata: MetadataCache, info: TopicInfo) -> list[dict[str, Any]]:
+    """Each partition's leader, epoch, replicas, ISR and offline replicas, as Metadata and
+    DescribeTopicPartitions answer them (LEADER_NOT_AVAILABLE while it has no leader)."""
+    entries = []
+    for index in range(info.partitions):
+        state = metadata.leadership(TopicPartition(info.name, index))
+        if state is None:
+            entries.append(
+                {
+                    "error_code": ErrorCode.LEADER_NOT_AVAILABLE,
+                    "partition_index": index,
+                    "leader_id": -1,
+                    "leader_epoch": -1,
+                    "replica_nodes": [],
+                    "isr_nodes": [],
+                    "offline_replicas": [],
+                }
+            )
+            continue
+        entries.append(
+            {
+                "error_code": (
+                    ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
+                ),
+                "partition_index": index,
+                "leader_id": state.leader,
+                "leader_epoch": state.leader_epoch,
+                "replica_nodes": list(state.replicas),
+                "isr_nodes": list(state.isr),
+                "offline_replicas": list(state.offline_replicas),
+            }
+        )
+    return entries
+
+
+def topic_entry(metadata: MetadataCache, info: TopicInfo, operations: int) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
         "topic_id": info.topic_id,
         "is_internal": info.is_internal,
-        "partitions": [
-            {
-                "error_code": ErrorCode.NONE,
-                "partition_index": index,
-                "leader_id": node,
-                "leader_epoch": 0,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
-                "offline_replicas": [],
-            }
-            for index in range(info.partitions)
-        ],
+        "partitions": partition_entries(metadata, info),
         "topic_authorized_operations": operations,
     }
-
-
-def auto_create(broker: MetadataServices, name: str) -> TopicInfo:
-    """Create ``name`` with the broker's defaults (``num.partitions``).
-
-    An internal topic is created as its coordinator creates it — its partition count,
-    its configs, marked internal — as Kafka's ``AutoTopicCreationManager`` does: one
-    partition of ``__consumer_offsets`` would leave most groups without a coordinator.
-    """
-    if name == OFFSETS_TOPIC:
-        broker.internal_topics.ensure_offsets_topic()
-    elif name == TRANSACTION_STATE_TOPIC:
-        broker.internal_topics.ensure_transaction_topic()
-    created = broker.metadata.get(name)
-    if created is not None:
-        return created
-    return broker.replica_manager.create_topic(name, broker.config["num.partitions"])
 
 
 def register(registry: ApiRegistry, broker: MetadataServices) -> None:
@@ -109,7 +105,7 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
         topics: list[dict[str, Any]] = []
         if requested is None:
             topics = [
-                topic_entry(broker, info, topic_ops)
+                topic_entry(store, info, topic_ops)
                 for info in store.topics().values()
                 if not info.is_internal
             ]
@@ -131,27 +127,34 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                 info = store.get(name) if name is not None else None
                 if info is None and name is not None and allow_create:
                     try:
-                        validate_topic_name(name)
-                        info = auto_create(broker, name)
+                        info = await broker.topics.auto_create(name)
                     except KafkaError as exc:
                         topics.append({"error_code": exc.code, "name": name})
+                        continue
+                    if info is None:  # being created: the client asks again
+                        topics.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name})
                         continue
                 if info is None:
                     topics.append(
                         {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name}
                     )
                 else:
-                    topics.append(topic_entry(broker, info, topic_ops))
-        listener = broker.advertised
+                    topics.append(topic_entry(store, info, topic_ops))
         return respond(
             header,
             {
                 "throttle_time": 0,
                 "brokers": [
-                    {"node_id": broker.node_id, "host": listener.host, "port": listener.port}
+                    {
+                        "node_id": node.node_id,
+                        "host": node.host,
+                        "port": node.port,
+                        "rack": node.rack,
+                    }
+                    for node in store.alive_brokers()
                 ],
                 "cluster_id": store.cluster_id,
-                "controller_id": broker.node_id,
+                "controller_id": store.controller_id(),
                 "topics": topics,
                 "cluster_authorized_operations": cluster_operations(
                     getattr(body, "include_cluster_authorized_operations", False)

@@ -23,9 +23,9 @@ from typing import Any
 
 from samsa.broker.api import CloseConnectionRequest, error_fields, respond
 from samsa.broker.internal_topics import refuse_client_change
+from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.cluster.local import LocalMetadataStore
 from samsa.errors import (
     ErrorCode,
     InvalidRecordError,
@@ -51,9 +51,7 @@ def _one_batch(records: Any) -> bytes:
     return bytes(records) if not isinstance(records, bytes) else records
 
 
-def register(
-    registry: ApiRegistry, *, metadata: LocalMetadataStore, replicas: ReplicaManager
-) -> None:
+def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: ReplicaManager) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         acks = body.acks

@@ -12,13 +12,13 @@ which introduced it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from samsa.broker.api import respond
 from samsa.broker.handlers.transactions import for_version
-from samsa.broker.internal_topics import InternalTopics
 from samsa.broker.registry import ApiRegistry
-from samsa.cluster.local import LocalMetadataStore
+from samsa.broker.topic_manager import TopicManager
 from samsa.coordinator.transaction.coordinator import TransactionCoordinator
 from samsa.errors import ErrorCode
 from samsa.protocol.build import duration_ms
@@ -31,16 +31,16 @@ MAX_EPOCH = 32767
 def register(
     registry: ApiRegistry,
     *,
-    metadata: LocalMetadataStore,
+    allocate_producer_id: Callable[[], int],
     txn_coordinator: TransactionCoordinator,
-    internal_topics: InternalTopics,
+    topics: TopicManager,
 ) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
         producer_id = getattr(body, "producer_id", -1)
         epoch = getattr(body, "producer_epoch", -1)
         if body.transactional_id is not None:
             if body.transactional_id:  # an empty id is refused without creating anything
-                internal_topics.ensure_transaction_topic()
+                await topics.ensure_transaction_topic()
             result = await txn_coordinator.init_producer_id(
                 body.transactional_id, duration_ms(body.transaction_timeout), producer_id, epoch
             )
@@ -53,7 +53,7 @@ def register(
         if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
             new_id, new_epoch = producer_id, epoch + 1
         else:
-            new_id, new_epoch = metadata.allocate_producer_id(), 0
+            new_id, new_epoch = allocate_producer_id(), 0
         return respond(
             header,
             {"throttle_time": 0, "error_code": ErrorCode.NONE, "producer_id": new_id,

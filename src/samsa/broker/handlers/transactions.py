@@ -38,9 +38,9 @@ from typing import Any
 
 from samsa.broker.api import respond
 from samsa.broker.config import BrokerConfig
-from samsa.broker.internal_topics import InternalTopics
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.topic_manager import TopicManager
 from samsa.coordinator.group.coordinator import (
     GroupCoordinator,
     OffsetCommitMember,
@@ -91,7 +91,7 @@ def register(
     *,
     config: Callable[[], BrokerConfig],
     replicas: ReplicaManager,
-    internal_topics: InternalTopics,
+    topic_manager: TopicManager,
     group_coordinator: GroupCoordinator,
     txn_coordinator: TransactionCoordinator,
 ) -> None:
@@ -150,7 +150,7 @@ def register(
 
     # -- AddOffsetsToTxn, EndTxn -------------------------------------------------------
     async def add_offsets_to_txn(header: RequestHeader, body: Any) -> Any:
-        internal_topics.ensure_offsets_topic()  # its partition gets this transaction's marker
+        await topic_manager.ensure_offsets_topic()  # its partition gets this transaction's marker
         error = await coordinator.add_offsets(
             body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
         )
@@ -202,7 +202,7 @@ def register(
             requested,
             producer_error=producer_error(header, body),
             metadata_max_bytes=metadata_max_bytes,
-            before_write=internal_topics.ensure_offsets_topic,
+            before_write=topic_manager.ensure_offsets_topic,
         )
         by_partition = {p.tp: code for p, code in zip(requested, codes, strict=True)}
         topics: dict[str, list[dict[str, Any]]] = {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from samsa.coordinator.errors import write_error_code
 from samsa.coordinator.group.group import (
@@ -63,6 +63,10 @@ __all__ = [
     "OffsetCommitMember",
     "PartitionOffset",
 ]
+
+
+async def _nothing() -> None:
+    return None
 
 
 class GroupCoordinator:
@@ -187,7 +191,7 @@ class GroupCoordinator:
         partitions: Sequence[PartitionOffset],
         *,
         metadata_max_bytes: int,
-        before_write: Callable[[], None] = lambda: None,
+        before_write: Callable[[], Awaitable[None]] = _nothing,
     ) -> list[ErrorCode]:
         """OffsetCommit; see :meth:`OffsetMetadataManager.commit_offsets`."""
         return await self.offset_metadata_manager.commit_offsets(
@@ -203,7 +207,7 @@ class GroupCoordinator:
         *,
         producer_error: ErrorCode,
         metadata_max_bytes: int,
-        before_write: Callable[[], None] = lambda: None,
+        before_write: Callable[[], Awaitable[None]] = _nothing,
     ) -> list[ErrorCode]:
         """TxnOffsetCommit; see :meth:`OffsetMetadataManager.commit_transactional_offsets`."""
         return await self.offset_metadata_manager.commit_transactional_offsets(

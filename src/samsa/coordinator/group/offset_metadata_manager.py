@@ -103,7 +103,7 @@ class OffsetMetadataManager:
         partitions: Sequence[PartitionOffset],
         *,
         metadata_max_bytes: int,
-        before_write: Callable[[], None],
+        before_write: Callable[[], Awaitable[None]],
     ) -> list[ErrorCode]:
         """OffsetCommit: the error code of each of ``partitions``, in their order.
 
@@ -118,7 +118,7 @@ class OffsetMetadataManager:
             )
         codes, accepted = self._accept(group_error, partitions, metadata_max_bytes)
         if accepted:
-            before_write()
+            await before_write()
             try:
                 await self.commit(member.group_id, accepted)
             except Exception as exc:
@@ -135,7 +135,7 @@ class OffsetMetadataManager:
         *,
         producer_error: ErrorCode,
         metadata_max_bytes: int,
-        before_write: Callable[[], None],
+        before_write: Callable[[], Awaitable[None]],
     ) -> list[ErrorCode]:
         """TxnOffsetCommit: the error code of each of ``partitions``, in their order.
 
@@ -154,7 +154,7 @@ class OffsetMetadataManager:
             group_error or producer_error, partitions, metadata_max_bytes
         )
         if accepted:
-            before_write()
+            await before_write()
             try:
                 await self.commit_transactional(
                     member.group_id, producer_id, producer_epoch, accepted

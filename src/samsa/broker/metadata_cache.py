@@ -1,0 +1,108 @@
+"""What a broker knows of its cluster when it answers a request (Kafka's ``MetadataCache``).
+
+Handlers read topics, partition leadership and live brokers through
+:class:`MetadataCache` alone, whatever keeps them:
+
+* a single node (:class:`LocalMetadataCache`): the topic table of
+  :class:`~samsa.cluster.local.LocalMetadataStore`; this broker is every
+  partition's leader, its only replica and its ISR, and the controller;
+* a cluster (:class:`~samsa.cluster.zk_metadata.ZkMetadataCache`): what
+  ZooKeeper says, kept current from watches.
+
+Reads only: the topic lifecycle is :mod:`samsa.broker.topic_manager`'s.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from samsa.broker.config import Listener
+from samsa.cluster.local import LocalMetadataStore, TopicInfo
+from samsa.types import TopicPartition
+
+NO_LEADER = -1
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerNode:
+    """A live broker as clients are told to reach it."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLeadership:
+    """A partition's leader (-1: none), leader epoch, replicas, ISR and offline replicas."""
+
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
+class MetadataCache(Protocol):
+    """The cluster as this broker sees it now (read on the broker's loop)."""
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    def topics(self) -> Mapping[str, TopicInfo]: ...
+
+    def get(self, name: str) -> TopicInfo | None: ...
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+
+    def leadership(self, tp: TopicPartition) -> PartitionLeadership | None:
+        """None when the partition does not exist or has no state yet."""
+        ...
+
+    def alive_brokers(self) -> list[BrokerNode]: ...
+
+    def controller_id(self) -> int:
+        """The active controller's id (-1 when none is known)."""
+        ...
+
+
+class LocalMetadataCache:
+    """A single node's view: its topic table, and itself as leader of every partition."""
+
+    def __init__(
+        self, store: LocalMetadataStore, node_id: int, advertised: Callable[[], Listener]
+    ) -> None:
+        self._store = store
+        self._node_id = node_id
+        self._advertised = advertised
+
+    @property
+    def cluster_id(self) -> str:
+        return self._store.cluster_id
+
+    def topics(self) -> Mapping[str, TopicInfo]:
+        return self._store.topics()
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._store.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._store.by_id(topic_id)
+
+    def leadership(self, tp: TopicPartition) -> PartitionLeadership | None:
+        info = self._store.get(tp.topic)
+        if info is None or not 0 <= tp.partition < info.partitions:
+            return None
+        me = (self._node_id,)
+        return PartitionLeadership(self._node_id, 0, me, me)
+
+    def alive_brokers(self) -> list[BrokerNode]:
+        listener = self._advertised()
+        return [BrokerNode(self._node_id, listener.host, listener.port)]
+
+    def controller_id(self) -> int:
+        return self._node_id
