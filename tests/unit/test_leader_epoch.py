@@ -18,6 +18,7 @@ def test_epochs_are_written_in_kafkas_file_format(tmp_path: Path) -> None:
     cache = LeaderEpochCache(tmp_path)
     cache.assign(0, 0)
     cache.assign(3, 1234)
+    cache.flush()
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 1234\n"
     assert entries(LeaderEpochCache(tmp_path)) == [(0, 0), (3, 1234)]
 
@@ -73,6 +74,7 @@ def test_truncating_the_log_end_drops_epochs_that_began_past_it(tmp_path: Path) 
     for epoch, start in [(0, 0), (1, 100), (2, 200)]:
         cache.assign(epoch, start)
     cache.truncate_from_end(150)
+    cache.flush()
     assert entries(LeaderEpochCache(tmp_path)) == [(0, 0), (1, 100)]
 
 
@@ -81,6 +83,7 @@ def test_moving_the_log_start_moves_the_epoch_that_holds_it(tmp_path: Path) -> N
     for epoch, start in [(0, 0), (1, 100), (2, 200)]:
         cache.assign(epoch, start)
     cache.truncate_from_start(150)
+    cache.flush()
     assert entries(LeaderEpochCache(tmp_path)) == [(1, 150), (2, 200)]
 
 
@@ -106,3 +109,24 @@ def test_a_missing_checkpoint_is_an_empty_cache(tmp_path: Path) -> None:
     assert cache.entries == [] and cache.latest_epoch == -1 and cache.earliest is None
     cache.assign(0, 0)
     assert cache.earliest == EpochEntry(0, 0)
+
+
+def test_changes_reach_the_file_only_when_flushed(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path)
+    cache.assign(0, 0)
+    assert cache.dirty and not (tmp_path / "leader-epoch-checkpoint").exists()
+    cache.flush()
+    assert not cache.dirty and entries(LeaderEpochCache(tmp_path)) == [(0, 0)]
+
+
+def test_a_writer_that_runs_after_a_newer_one_writes_nothing(tmp_path: Path) -> None:
+    cache = LeaderEpochCache(tmp_path)
+    cache.assign(0, 0)
+    older = cache.writer()
+    cache.assign(1, 10)
+    newer = cache.writer()
+    assert older is not None and newer is not None
+    newer()
+    older()
+    assert entries(LeaderEpochCache(tmp_path)) == [(0, 0), (1, 10)]
+    assert cache.writer() is None

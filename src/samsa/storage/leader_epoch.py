@@ -21,17 +21,24 @@ Rules, as Kafka's ``LeaderEpochFileCache``:
 - truncating the log's end drops entries starting at or past the new end;
   moving the log start keeps the last entry at or below it, moved up to it.
 
-Every change is written at once, atomically (a crash leaves the old or new
-file). A missing file is an empty cache; a malformed one raises
-:class:`StorageError` naming it (the log loader decides what to do: Kafka
-rebuilds the cache from the batches' epochs). Not thread-safe: the log's owner
-calls it.
+Changes are made in memory; the file is written, atomically and fsynced, by
+:meth:`LeaderEpochCache.flush` — or on a worker thread by the writer
+:meth:`LeaderEpochCache.writer` returns — which the log manager runs before
+it flushes the log's segments (so the recovery point never passes an epoch
+the file does not hold) and at shutdown, as Kafka keeps the fsync off its
+produce path (KAFKA-15046). After a crash, the loader cuts the file to the
+recovered log and re-reads the epochs of every batch it recovers. A missing
+file is an empty cache; a malformed one raises :class:`StorageError` naming it
+(the log rebuilds it from its batches' epochs). Not thread-safe, except the
+writer: the log's owner calls every method.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +63,42 @@ class LeaderEpochCache:
     def __init__(self, directory: Path) -> None:
         self.path = directory / LEADER_EPOCH_CHECKPOINT
         self._entries: list[EpochEntry] = _read(self.path)
+        self._version = 0  # changes made in memory
+        self._written = 0  # the version the file holds
+        self._write_lock = threading.Lock()
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the file is behind the entries in memory."""
+        return self._version != self._written
+
+    def writer(self) -> Callable[[], None] | None:
+        """A blocking writer of the entries as they are now (None: the file is current).
+
+        Safe on a worker thread: it writes the snapshot taken here, and a writer
+        that runs after a newer one has written does nothing.
+        """
+        if not self.dirty:
+            return None
+        version = self._version
+        lines = [str(_VERSION), str(len(self._entries))]
+        lines += [f"{e.epoch} {e.start_offset}" for e in self._entries]
+        data = ("\n".join(lines) + "\n").encode()
+
+        def write() -> None:
+            with self._write_lock:
+                if self._written >= version:
+                    return
+                write_atomically(self.path, data)
+                self._written = version
+
+        return write
+
+    def flush(self) -> None:
+        """Write the file now if it is behind (blocking)."""
+        write = self.writer()
+        if write is not None:
+            write()
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -81,7 +124,7 @@ class LeaderEpochCache:
             e for e in self._entries if e.epoch < epoch and e.start_offset < start_offset
         ]
         self._entries.append(EpochEntry(epoch, start_offset))
-        self._flush()
+        self._version += 1
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """``(epoch, end offset)`` for an OffsetForLeaderEpoch asking about ``epoch``.
@@ -116,7 +159,7 @@ class LeaderEpochCache:
         kept = [e for e in self._entries if e.start_offset < end_offset]
         if len(kept) != len(self._entries):
             self._entries = kept
-            self._flush()
+            self._version += 1
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log start moved to ``start_offset``: the epoch holding it now starts there."""
@@ -125,18 +168,13 @@ class LeaderEpochCache:
         i = bisect.bisect_right([e.start_offset for e in self._entries], start_offset) - 1
         kept = [EpochEntry(self._entries[i].epoch, start_offset), *self._entries[i + 1 :]]
         self._entries = kept
-        self._flush()
+        self._version += 1
 
     def clear(self) -> None:
         """Forget every epoch (the log was emptied and starts again elsewhere)."""
         if self._entries:
             self._entries = []
-            self._flush()
-
-    def _flush(self) -> None:
-        lines = [str(_VERSION), str(len(self._entries))]
-        lines += [f"{e.epoch} {e.start_offset}" for e in self._entries]
-        write_atomically(self.path, ("\n".join(lines) + "\n").encode())
+            self._version += 1
 
 
 def _read(path: Path) -> list[EpochEntry]:

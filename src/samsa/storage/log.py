@@ -65,6 +65,7 @@ from samsa.records.control import (
     control_record_type,
 )
 from samsa.records.reader import iter_records
+from samsa.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from samsa.storage.log_config import LogConfig
 from samsa.storage.producer_state import CompletedTxn, ProducerEntry, ProducerStateManager
 from samsa.storage.segment import (
@@ -146,6 +147,8 @@ class Log:
         self.producer_state = ProducerStateManager(directory)
         """Producer state of this log; only storage reads it directly (others: see
         :meth:`active_producers`)."""
+        self.leader_epoch_cache = self._load_leader_epochs()
+        """The epoch of each leader that wrote to this log and its first offset."""
         self._hw = LogOffsetMetadata(self.log_start_offset)
         self.update_high_watermark(self._leo.offset if high_watermark is None else high_watermark)
         self.unflushed_messages = 0
@@ -224,6 +227,51 @@ class Log:
         i = self._segment_index_for(offset)
         return self._segments[i] if i >= 0 else None
 
+    # -- leader epochs -------------------------------------------------------
+    def _load_leader_epochs(self) -> LeaderEpochCache:
+        """The ``leader-epoch-checkpoint``, cut to this log's offsets.
+
+        A checkpoint that cannot be read is rebuilt from the epochs the batches
+        carry (as Kafka rebuilds a missing cache), so a damaged file costs a
+        scan, never a start-up.
+        """
+        try:
+            cache = LeaderEpochCache(self.directory)
+        except StorageError as exc:
+            log.warning("rebuilding %s from its batches: %s", LEADER_EPOCH_CHECKPOINT, exc)
+            (self.directory / LEADER_EPOCH_CHECKPOINT).unlink(missing_ok=True)
+            cache = LeaderEpochCache(self.directory)
+            for segment in self._segments:
+                for batch in segment.batch_headers(0):
+                    if batch.partition_leader_epoch > cache.latest_epoch:
+                        cache.assign(batch.partition_leader_epoch, batch.base_offset)
+        cache.truncate_from_end(self._leo.offset)
+        cache.truncate_from_start(self.log_start_offset)
+        return cache
+
+    def recover_leader_epochs(self, from_offset: int) -> None:
+        """Re-read the epochs of the batches at and after ``from_offset`` (crash recovery:
+        the checkpoint may not hold the epochs begun after the recovery point)."""
+        cache = self.leader_epoch_cache
+        for i, segment in enumerate(self._segments):
+            following = self._bases[i + 1] if i + 1 < len(self._bases) else self._leo.offset + 1
+            if following <= from_offset:
+                continue
+            for batch in segment.batch_headers(from_offset):
+                if batch.partition_leader_epoch > cache.latest_epoch:
+                    cache.assign(batch.partition_leader_epoch, batch.base_offset)
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch this log has records of (-1: none)."""
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: ``(epoch, end offset)`` — where ``epoch`` ended in this log
+        (the log end offset for the latest), or the largest epoch below it and where
+        that one ended; ``(-1, -1)`` when this log knows no such epoch."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self._leo.offset)
+
     # -- append -----------------------------------------------------------
     def append_as_leader(
         self,
@@ -265,7 +313,10 @@ class Log:
             if log_append_time != NO_TIMESTAMP:
                 batch.set_log_append_time(log_append_time)
             next_offset = batch.next_offset
-        return self._append(view, batches, log_append_time, now)
+        info = self._append(view, batches, log_append_time, now)
+        if batches and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self.leader_epoch_cache.assign(leader_epoch, info.first_offset)
+        return info
 
     def append_marker(
         self,
@@ -309,7 +360,12 @@ class Log:
         for earlier, later in itertools.pairwise(batches):
             if later.base_offset <= earlier.last_offset:
                 raise StorageError(f"batch offsets go backwards at {later.base_offset}")
-        return self._append(view, batches, NO_TIMESTAMP, now)
+        info = self._append(view, batches, NO_TIMESTAMP, now)
+        cache = self.leader_epoch_cache
+        for batch in batches:
+            if batch.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(batch.partition_leader_epoch, batch.base_offset)
+        return info
 
     def _checked_batches(
         self, view: memoryview, origin: AppendOrigin, now: int
@@ -602,6 +658,7 @@ class Log:
         del self._segments[:count]
         del self._bases[:count]
         self._log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         if self._hw.offset < self.log_start_offset:
             self.update_high_watermark(self.log_start_offset)
 
@@ -634,6 +691,7 @@ class Log:
         if offset > self.log_start_offset:
             self._log_start_offset = offset
             self._delete_while(lambda seg, nxt: nxt.base_offset <= offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return self.log_start_offset
 
     def take_purgeable_segments(self, *, force: bool = False) -> list[LogSegment]:
@@ -709,6 +767,7 @@ class Log:
         self.update_high_watermark(min(self._hw.offset, self._leo.offset))
         self.producer_state.delete_snapshots_after(self._leo.offset)
         self.rebuild_producer_state()
+        self.leader_epoch_cache.truncate_from_end(self._leo.offset)
         if self.on_truncate is not None:
             self.on_truncate(self, self._leo.offset)
 
@@ -725,6 +784,7 @@ class Log:
         self._hw = self._leo
         self.producer_state.delete_snapshots_after(-1)
         self.producer_state.clear()
+        self.leader_epoch_cache.clear()
         if self.on_truncate is not None:
             self.on_truncate(self, offset)
 
@@ -763,6 +823,7 @@ class Log:
     def flush(self, up_to: int | None = None) -> None:
         """fsync everything below ``up_to`` (default: the LEO) on this thread."""
         target, segments = self.segments_to_flush(up_to)
+        self.leader_epoch_cache.flush()
         self.flush_segments(segments)
         self.mark_flushed(target)
 

@@ -113,6 +113,8 @@ def load_log(
         clock=clock,
     )
     loaded.rebuild_producer_state(rebuild_txn_indexes_from=first_recovered)
+    if first_recovered is not None:
+        loaded.recover_leader_epochs(first_recovered)
     return loaded
 
 

@@ -95,6 +95,12 @@ def _read_checkpoint(path: Path, consequence: str) -> dict[TopicPartition, int] 
         return None
 
 
+def _flush(segments: list[LogSegment], write_epochs: Callable[[], None] | None) -> None:
+    if write_epochs is not None:
+        write_epochs()
+    Log.flush_segments(segments)
+
+
 def parse_log_dir_name(name: str) -> TopicPartition | None:
     """``orders-3`` → ``TopicPartition("orders", 3)``; None for anything else."""
     topic, dash, partition = name.rpartition("-")
@@ -356,10 +362,16 @@ class LogManager:
 
     # -- durability ---------------------------------------------------------------
     async def flush_log(self, partition_log: Log, up_to: int | None = None) -> None:
-        """fsync a log up to ``up_to`` on a worker thread, then advance its recovery point."""
+        """fsync a log up to ``up_to`` on a worker thread, then advance its recovery point.
+
+        The leader-epoch checkpoint is written first: the recovery point never passes
+        an epoch the file does not hold (after a crash, only what follows the
+        recovery point is re-read from the batches).
+        """
         target, segments = partition_log.segments_to_flush(up_to)
-        if segments:
-            await asyncio.to_thread(Log.flush_segments, segments)
+        write_epochs = partition_log.leader_epoch_cache.writer()
+        if segments or write_epochs is not None:
+            await asyncio.to_thread(_flush, segments, write_epochs)
         partition_log.mark_flushed(target)
 
     async def maybe_flush(self, partition_log: Log) -> None:
