@@ -14,7 +14,6 @@ from samsa.records import CompressionType, Record, RecordBatchBuilder, iter_reco
 from samsa.storage import Log
 from samsa.testing.zookeeper import ZooKeeperServer, start_zookeeper
 
-
 # Hypothesis's deadline and "too slow" health check time each example on the wall
 # clock, so a machine busy with other work (a broker, ZooKeeper, Spark) fails them
 # with nothing wrong in the code: the tests check results, never speed.

@@ -876,6 +876,11 @@ class Log:
             self.producer_state.write_snapshot(self._leo.offset)
         except OSError as exc:
             log.warning("closing %s without a producer snapshot: %s", self.directory, exc)
+        try:
+            self.leader_epoch_cache.flush()
+        except OSError as exc:
+            # The next start re-reads the epochs of every batch past the recovery point.
+            log.warning("closing %s without its leader epochs written: %s", self.directory, exc)
         for segment in self._segments:
             segment.close()
         self.purge_deleted_segments(force=True)
