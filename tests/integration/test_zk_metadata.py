@@ -33,6 +33,9 @@ class Recorder:
     def on_topic_deleted(self, topic: str) -> None:
         self.calls.append(("deleted", topic))
 
+    def on_config_changed(self, topic: str) -> None:
+        self.calls.append(("config", topic))
+
     def partitions(self, tp: str) -> list[tuple[object, ...]]:
         return [c for c in self.calls if c[0] == "partition" and c[1] == tp]
 

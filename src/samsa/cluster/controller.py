@@ -297,7 +297,8 @@ class Controller:
     async def _bring_online(
         self, context: ControllerContext, partitions: list[TopicPartition]
     ) -> None:
-        """Create missing partition states and elect leaders for offline partitions."""
+        """Create missing partition states, elect leaders for offline partitions and drop
+        offline brokers from the ISRs of the others."""
         live = set(context.live_brokers)
         created_parents: set[str] = set()
         for tp in partitions:
@@ -312,7 +313,7 @@ class Controller:
                 context,
                 tp,
                 functools.partial(
-                    election.elect_offline_leader,
+                    _elect_or_shrink,
                     replicas,
                     live=live,
                     controller_epoch=context.epoch.epoch,
@@ -386,3 +387,20 @@ class Controller:
             )
             return
         raise BadVersionError(f"{tp}: its state kept changing under the controller")
+
+
+def _elect_or_shrink(
+    replicas: tuple[int, ...],
+    current: LeaderAndIsr,
+    live: set[int],
+    controller_epoch: int,
+    *,
+    unclean: bool,
+) -> LeaderAndIsr | None:
+    """A new leader if the partition's is offline, else its ISR without offline brokers."""
+    elected = election.elect_offline_leader(
+        replicas, current, live, controller_epoch, unclean=unclean
+    )
+    if elected is not None or current.leader not in live:
+        return elected
+    return election.drop_offline_from_isr(current, live, controller_epoch)

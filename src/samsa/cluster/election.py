@@ -94,3 +94,18 @@ def remove_replica_from_isr(
     return LeaderAndIsr(
         current.leader, current.leader_epoch + 1, isr, controller_epoch, current.zk_version
     )
+
+
+def drop_offline_from_isr(
+    current: LeaderAndIsr, live: Collection[int], controller_epoch: int
+) -> LeaderAndIsr | None:
+    """The state without the ISR members that are offline, when the leader lives (a new
+    controller finds brokers that died while there was none); None when nothing changes."""
+    if current.leader not in live:
+        return None
+    isr = tuple(member for member in current.isr if member in live)
+    if isr == current.isr or not isr:
+        return None
+    return LeaderAndIsr(
+        current.leader, current.leader_epoch + 1, isr, controller_epoch, current.zk_version
+    )

@@ -35,6 +35,7 @@ from samsa.cluster.zk_client import (
 from samsa.cluster.zk_data import (
     BrokerRegistration,
     LeaderAndIsr,
+    ProducerIdBlock,
     TopicAssignment,
     ZkDataError,
 )
@@ -115,7 +116,10 @@ class KafkaZk:
 
     # -- controller ---------------------------------------------------------------------
 
-    async def get_controller_id(self) -> int | None:
+    async def get_controller_id(self, watch: Watch = None) -> int | None:
+        """The active controller's id (None: none now); ``watch`` fires when that changes."""
+        if watch is not None and not await self.client.exists(zk_data.CONTROLLER, watch=watch):
+            return None
         found = await self.client.get_or_none(zk_data.CONTROLLER)
         if found is None:
             return None
@@ -211,14 +215,30 @@ class KafkaZk:
             ]
         )
 
+    async def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Replace a topic's config overrides (brokers watching the znode apply them)."""
+        path = zk_data.topic_config_path(topic)
+        try:
+            await self.client.set(path, zk_data.encode_config(config))
+        except NoNodeError:
+            await self.client.create(path, zk_data.encode_config(config), makepath=True)
+
     async def set_topic_assignment(self, assignment: TopicAssignment) -> None:
         """Rewrite a topic's assignment (partitions added)."""
         await self.client.set(
             zk_data.topic_path(assignment.topic), zk_data.encode_topic(assignment)
         )
 
-    async def get_topic_config(self, topic: str) -> dict[str, str]:
-        found = await self.client.get_or_none(zk_data.topic_config_path(topic))
+    async def get_topic_config(self, topic: str, watch: Watch = None) -> dict[str, str]:
+        """A topic's config overrides ({} when it has none); ``watch`` fires when they change
+        or the znode is created."""
+        path = zk_data.topic_config_path(topic)
+        try:
+            found: tuple[bytes, int] | None = await self.client.get(path, watch=watch)
+        except NoNodeError:
+            if watch is not None and await self.client.exists(path, watch=watch):
+                return await self.get_topic_config(topic)
+            found = None
         if found is None:
             return {}
         try:
@@ -298,3 +318,30 @@ class KafkaZk:
         return await self.client.set(
             zk_data.partition_state_path(tp), zk_data.encode_leader_and_isr(state), state.zk_version
         )
+
+    # -- producer ids -------------------------------------------------------------------
+
+    async def allocate_producer_id_block(self, broker_id: int, size: int) -> ProducerIdBlock:
+        """Take the next ``size`` producer ids for ``broker_id`` (Kafka's ZooKeeper-mode
+        ``ProducerIdManager``): a write of ``/latest_producer_id_block`` conditional on the
+        version read, so two brokers never get the same block."""
+        while True:
+            found = await self.client.get_or_none(zk_data.PRODUCER_ID_BLOCK)
+            start = 0
+            if found is not None and found[0]:
+                try:
+                    start = zk_data.decode_producer_id_block(found[0]).block_end + 1
+                except ZkDataError as exc:
+                    raise ZkDataError(
+                        f"{exc}; fix the znode by hand: producer ids cannot be handed out safely"
+                    ) from exc
+            block = ProducerIdBlock(broker_id, start, start + size - 1)
+            data = zk_data.encode_producer_id_block(block)
+            try:
+                if found is None:
+                    await self.client.create(zk_data.PRODUCER_ID_BLOCK, data, makepath=True)
+                else:
+                    await self.client.set(zk_data.PRODUCER_ID_BLOCK, data, found[1])
+            except (NodeExistsError, BadVersionError):
+                continue  # another broker took a block meanwhile: read again
+            return block

@@ -90,35 +90,9 @@ class LocalMetadataStore:
 
     def load(self) -> None:
         """Read meta.properties (checking cluster and node ids agree) and the topic table."""
-        found: set[str] = set()
-        for directory in self.log_dirs:
-            directory.mkdir(parents=True, exist_ok=True)
-            meta = directory / META_PROPERTIES
-            if meta.exists():
-                props = _read_properties(meta)
-                if _node_id(meta, props, self.node_id) != self.node_id:
-                    raise ConfigError(
-                        f"{meta} belongs to node {props.get('node.id')}, not {self.node_id}; "
-                        "use that node.id or another log.dirs"
-                    )
-                found.add(props.get("cluster.id", ""))
-        found.discard("")
-        if len(found) > 1:
-            raise StorageError(f"data directories belong to different clusters: {sorted(found)}")
-        if found:
-            existing = found.pop()
-            if self.cluster_id and self.cluster_id != existing:
-                raise ConfigError(
-                    f"cluster.id {self.cluster_id} differs from {existing} in meta.properties"
-                )
-            self.cluster_id = existing
-        self.cluster_id = self.cluster_id or new_cluster_id()
+        self._read_meta()
         self.path = self._find_topic_table()
-        for directory in self.log_dirs:
-            meta = directory / META_PROPERTIES
-            if not meta.exists():
-                text = f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\n"
-                write_atomically(meta, text.encode())
+        self._write_meta()
         if self.path.exists():
             try:
                 raw = json.loads(self.path.read_bytes())
@@ -136,6 +110,59 @@ class LocalMetadataStore:
                     self._topics[info.name] = info
             except (ValueError, KeyError, TypeError) as exc:
                 raise StorageError(f"{self.path} is malformed: {exc}") from exc
+
+    def stored_cluster_id(self) -> str:
+        """The cluster id the data directories' meta.properties name ("" if none yet)."""
+        found = self._meta_cluster_ids()
+        if len(found) > 1:
+            raise StorageError(f"data directories belong to different clusters: {sorted(found)}")
+        return found.pop() if found else ""
+
+    def _meta_cluster_ids(self) -> set[str]:
+        found: set[str] = set()
+        for directory in self.log_dirs:
+            meta = directory / META_PROPERTIES
+            if meta.exists():
+                props = _read_properties(meta)
+                if _node_id(meta, props, self.node_id) != self.node_id:
+                    raise ConfigError(
+                        f"{meta} belongs to node {props.get('node.id')}, not {self.node_id}; "
+                        "use that node.id or another log.dirs"
+                    )
+                found.add(props.get("cluster.id", ""))
+        found.discard("")
+        return found
+
+    def load_meta(self) -> None:
+        """Read meta.properties, checking the cluster and node ids, and write it where missing.
+
+        In a cluster, ``cluster_id`` is the one ZooKeeper holds: data directories of
+        another cluster are refused, as Kafka refuses them (the broker would join the
+        wrong cluster with the wrong data).
+        """
+        self._read_meta()
+        self._write_meta()
+
+    def _read_meta(self) -> None:
+        for directory in self.log_dirs:
+            directory.mkdir(parents=True, exist_ok=True)
+        existing = self.stored_cluster_id()
+        if existing:
+            if self.cluster_id and self.cluster_id != existing:
+                raise ConfigError(
+                    f"the cluster id {self.cluster_id} differs from {existing} in "
+                    f"meta.properties of {', '.join(map(str, self.log_dirs))}: these data "
+                    "directories belong to another cluster"
+                )
+            self.cluster_id = existing
+        self.cluster_id = self.cluster_id or new_cluster_id()
+
+    def _write_meta(self) -> None:
+        for directory in self.log_dirs:
+            meta = directory / META_PROPERTIES
+            if not meta.exists():
+                text = f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\n"
+                write_atomically(meta, text.encode())
 
     def _find_topic_table(self) -> Path:
         """Where the topic table is, in whatever order ``log.dirs`` names the directories.

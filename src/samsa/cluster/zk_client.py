@@ -30,6 +30,7 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    RolledBackError,
     SessionExpiredError,
 )
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
@@ -236,9 +237,13 @@ class ZkClient:
             else:
                 transaction.delete(self._path(op.path), op.version)
         results = await self._wrap(transaction.commit_async())
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
+        failures = [r for r in results if isinstance(r, Exception)]
+        # The op that failed carries its error; the others only say they were rolled back.
+        for failure in failures:
+            if not isinstance(failure, RolledBackError):
+                raise failure
+        if failures:
+            raise failures[0]
 
     # -- plumbing ---------------------------------------------------------------------
 

@@ -5,8 +5,10 @@ config, and each partition's leader and ISR, read from ZooKeeper and watched:
 this is how brokers learn what the controller decided (see
 :mod:`samsa.cluster.controller`: no controller-to-broker requests). A change
 reaches the :class:`MetadataListener` (the replica manager: become leader,
-become follower, delete a topic's logs) on the broker's loop, in the order the
-events were processed, by one task that alone changes the view.
+become follower, delete a topic's logs, apply a topic's config) on the broker's
+loop, in the order the events were processed, by one task that alone changes
+the view. Handlers read the same view through the broker's ``MetadataCache``
+calls (:meth:`ZkMetadataCache.get`, :meth:`ZkMetadataCache.leadership`, …).
 
 Watches are one-shot: each is set by the read that takes the new value, so no
 change between two reads is lost. A partition whose state znode does not exist
@@ -17,14 +19,17 @@ everything again on the new session.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from samsa.cluster import zk_data
 from samsa.cluster.events import EventQueue
 from samsa.cluster.kafka_zk import KafkaZk
+from samsa.cluster.local import TopicInfo
+from samsa.cluster.views import BrokerNode, PartitionLeadership
 from samsa.cluster.zk_client import NoNodeError
 from samsa.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment, ZkDataError
 from samsa.types import TopicPartition
@@ -47,6 +52,11 @@ class MetadataListener(Protocol):
 
     def on_topic_deleted(self, topic: str) -> None: ...
 
+    def on_config_changed(self, topic: str) -> None: ...
+
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
 
 _BROKERS = ("brokers", "")
 _TOPICS = ("topics", "")
@@ -55,13 +65,22 @@ _TOPICS = ("topics", "")
 class ZkMetadataCache:
     """Live brokers, topics, configs and partition states, as ZooKeeper has them now."""
 
-    def __init__(self, zk: KafkaZk, listener: MetadataListener) -> None:
+    def __init__(
+        self, zk: KafkaZk, listener: MetadataListener, listener_name: str = "PLAINTEXT"
+    ) -> None:
         self.zk = zk
         self.listener = listener
+        self.listener_name = listener_name
+        """The listener whose endpoints clients are told (this broker's advertised one)."""
+        self.cluster_id = ""
         self.brokers: dict[int, BrokerRegistration] = {}
-        self.topics: dict[str, TopicAssignment] = {}
+        self.assignments: dict[str, TopicAssignment] = {}
         self.configs: dict[str, dict[str, str]] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
+        self.controller = -1
+        self._infos: dict[str, TopicInfo] = {}
+        self._changed = asyncio.Event()
+        """Set (and replaced) after every change applied: what :meth:`wait_until` waits on."""
         self._events: EventQueue[tuple[str, str]] = EventQueue("zk-metadata", self._handle)
 
     async def start(self) -> None:
@@ -74,8 +93,28 @@ class ZkMetadataCache:
 
     async def resync(self) -> None:
         """Read brokers, topics and states again and set every watch (a new session)."""
+        await self._read_controller()
         await self._read_brokers()
         await self._read_topics()
+        self._notify()
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def wait_until(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``done()`` holds, checked after each change; False after ``timeout_s``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not done():
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except TimeoutError:
+                return done()
+        return True
 
     async def wait_idle(self) -> None:
         """Return once every change seen so far has been applied (tests)."""
@@ -85,14 +124,61 @@ class ZkMetadataCache:
         state = self.states.get(tp)
         return None if state is None or state.leader == zk_data.NO_LEADER else state.leader
 
+    # -- what handlers read (the broker's MetadataCache) --------------------------------
+    def topics(self) -> Mapping[str, TopicInfo]:
+        return dict(self._infos)
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._infos.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return next((t for t in self._infos.values() if t.topic_id == topic_id), None)
+
+    def leadership(self, tp: TopicPartition) -> PartitionLeadership | None:
+        assignment = self.assignments.get(tp.topic)
+        state = self.states.get(tp)
+        if assignment is None or state is None:
+            return None
+        replicas = assignment.partitions.get(tp.partition, ())
+        offline = tuple(r for r in replicas if r not in self.brokers)
+        leader = state.leader if state.leader in self.brokers else zk_data.NO_LEADER
+        return PartitionLeadership(leader, state.leader_epoch, replicas, state.isr, offline)
+
+    def replicas_of(self, tp: TopicPartition) -> tuple[int, ...]:
+        assignment = self.assignments.get(tp.topic)
+        return () if assignment is None else assignment.partitions.get(tp.partition, ())
+
+    def alive_brokers(self) -> list[BrokerNode]:
+        nodes = []
+        for broker_id, registration in sorted(self.brokers.items()):
+            endpoint = registration.endpoint(self.listener_name) or (
+                registration.endpoints[0] if registration.endpoints else None
+            )
+            if endpoint is not None:
+                nodes.append(BrokerNode(broker_id, endpoint.host, endpoint.port, registration.rack))
+        return nodes
+
+    def controller_id(self) -> int:
+        return self.controller
+
     # -- events -------------------------------------------------------------------------
 
     def _enqueue(self, event: tuple[str, str]) -> None:
         self._events.put(event)
 
     async def _handle(self, event: tuple[str, str]) -> None:
+        try:
+            await self._apply(event)
+        finally:
+            self._notify()
+
+    async def _apply(self, event: tuple[str, str]) -> None:
         kind, name = event
-        if kind == "brokers":
+        if kind == "controller":
+            await self._read_controller()
+        elif kind == "config":
+            await self._read_config(name)
+        elif kind == "brokers":
             await self._read_brokers()
         elif kind == "topics":
             await self._read_topics()
@@ -104,6 +190,31 @@ class ZkMetadataCache:
 
     # -- reads --------------------------------------------------------------------------
 
+    async def _read_controller(self) -> None:
+        found = await self.zk.get_controller_id(watch=lambda: self._enqueue(("controller", "")))
+        self.controller = -1 if found is None else found
+
+    async def _read_config(self, topic: str) -> None:
+        if topic not in self.assignments:
+            return  # deleted meanwhile: its last watch
+        config = await self.zk.get_topic_config(
+            topic, watch=lambda: self._enqueue(("config", topic))
+        )
+        if config != self.configs.get(topic):
+            self.configs[topic] = config
+            self._update_info(topic)
+            self.listener.on_config_changed(topic)
+
+    def _update_info(self, topic: str) -> None:
+        assignment = self.assignments[topic]
+        self._infos[topic] = TopicInfo(
+            topic,
+            assignment.topic_id,
+            len(assignment.partitions),
+            dict(self.configs.get(topic, {})),
+            topic in INTERNAL_TOPICS,
+        )
+
     async def _read_brokers(self) -> None:
         await self.zk.get_broker_ids(watch=lambda: self._enqueue(_BROKERS))
         brokers = await self.zk.get_brokers()
@@ -113,29 +224,34 @@ class ZkMetadataCache:
 
     async def _read_topics(self) -> None:
         names = set(await self.zk.get_topics(watch=lambda: self._enqueue(_TOPICS)))
-        for topic in sorted(set(self.topics) - names):
+        for topic in sorted(set(self.assignments) - names):
             self._forget(topic)
-        for topic in sorted(names - set(self.topics)):
+        for topic in sorted(names - set(self.assignments)):
             await self._read_topic(topic)
 
     async def _read_topic(self, topic: str) -> None:
         assignment = await self.zk.get_topic(topic, watch=lambda: self._enqueue(("topic", topic)))
         if assignment is None:
-            if topic in self.topics:
+            if topic in self.assignments:
                 self._forget(topic)
             return
-        old = self.topics.get(topic)
+        old = self.assignments.get(topic)
         if old is not None and old.topic_id != assignment.topic_id:
             self._forget(topic)  # deleted and created again between two reads
-        self.topics[topic] = assignment
-        self.configs[topic] = await self.zk.get_topic_config(topic)
+            old = None
+        self.assignments[topic] = assignment
+        if old is None:
+            self.configs[topic] = await self.zk.get_topic_config(
+                topic, watch=lambda: self._enqueue(("config", topic))
+            )
+        self._update_info(topic)
         for partition in sorted(assignment.partitions):
             tp = TopicPartition(topic, partition)
             if old is None or partition not in old.partitions or tp not in self.states:
                 await self._read_state(tp)
 
     async def _read_state(self, tp: TopicPartition) -> None:
-        assignment = self.topics.get(tp.topic)
+        assignment = self.assignments.get(tp.topic)
         if assignment is None or tp.partition not in assignment.partitions:
             return  # deleted meanwhile: its last watch
         path = zk_data.partition_state_path(tp)
@@ -165,8 +281,10 @@ class ZkMetadataCache:
             )
 
     def _forget(self, topic: str) -> None:
-        self.topics.pop(topic, None)
+        # The listener still sees the topic (its partition count…) while it runs.
+        self.listener.on_topic_deleted(topic)
+        self.assignments.pop(topic, None)
         self.configs.pop(topic, None)
+        self._infos.pop(topic, None)
         for tp in [tp for tp in self.states if tp.topic == topic]:
             del self.states[tp]
-        self.listener.on_topic_deleted(topic)
