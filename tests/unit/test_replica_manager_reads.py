@@ -94,9 +94,9 @@ def test_offset_for_a_timestamp_is_the_first_record_at_or_after_it(
     replicas: ReplicaManager,
 ) -> None:
     _append(replicas, TP, make_batch([b"a", b"b"], timestamp=[T0, T0 + 10]))
-    assert replicas.fetch_offset_for_timestamp(TP, T0 + 5, read_committed=False) == (1, T0 + 10)
+    assert replicas.fetch_offset_for_timestamp(TP, T0 + 5, read_committed=False) == (1, T0 + 10, 0)
     assert replicas.fetch_offset_for_timestamp(TP, T0 + 11, read_committed=False) is None
-    assert replicas.fetch_offset_for_timestamp(TP, -1, read_committed=False) == (2, -1)
+    assert replicas.fetch_offset_for_timestamp(TP, -1, read_committed=False) == (2, -1, 0)
 
 
 def test_active_producers_lists_each_producer_the_partition_remembers(

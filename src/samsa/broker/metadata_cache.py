@@ -16,35 +16,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
 from samsa.broker.config import Listener
 from samsa.cluster.local import LocalMetadataStore, TopicInfo
+from samsa.cluster.views import BrokerNode, PartitionLeadership
 from samsa.types import TopicPartition
 
 NO_LEADER = -1
 
-
-@dataclass(frozen=True, slots=True)
-class BrokerNode:
-    """A live broker as clients are told to reach it."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionLeadership:
-    """A partition's leader (-1: none), leader epoch, replicas, ISR and offline replicas."""
-
-    leader: int
-    leader_epoch: int
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    offline_replicas: tuple[int, ...] = ()
+__all__ = ["BrokerNode", "LocalMetadataCache", "MetadataCache", "PartitionLeadership"]
 
 
 class MetadataCache(Protocol):

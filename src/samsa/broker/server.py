@@ -1,18 +1,14 @@
-"""The broker process: start-up, the listening sockets, connections, shutdown.
+"""The broker process: start-up, the listening sockets, shutdown.
 
-One asyncio loop (uvloop when installed). Each connection splits its byte
-stream into frames (checked against ``socket.request.max.bytes`` before any
-allocation), handles them one at a time, and writes responses in request
-order. A malformed frame, an unknown API key or version, or a body that does
-not parse closes that connection and nothing else. A handler that raises gets
-its request answered with an error (see :meth:`Connection._handler_failed`).
+One asyncio loop (uvloop when installed). :class:`Broker` builds the broker's
+parts — logs, partitions, coordinators, handlers — and, with
+``zookeeper.connect`` set, its link to a ZooKeeper cluster
+(:mod:`samsa.broker.zk_cluster`); without it, a single node that needs no other
+process. Each accepted socket becomes a :class:`~samsa.broker.connection.Connection`.
 
-Limits, with Kafka's names: ``connections.max.idle.ms`` closes a connection
-that has sent nothing for that long (a half-sent frame included);
-``queued.max.request.bytes`` bounds the bytes of requests held
-(:mod:`samsa.broker.memory_pool`); ``max.connections`` and
-``max.connections.per.ip`` are applied where connections are accepted
-(:mod:`samsa.broker.acceptor`), which also logs running out of descriptors.
+``max.connections`` and ``max.connections.per.ip`` are applied where
+connections are accepted (:mod:`samsa.broker.acceptor`), which also logs
+running out of descriptors.
 """
 
 from __future__ import annotations
@@ -21,50 +17,40 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from samsa.broker.acceptor import Acceptor, ConnectionQuotas, raise_open_files_limit
-from samsa.broker.api import CloseConnectionRequest, RawResponse, client_host
 from samsa.broker.config import BrokerConfig, Listener
+from samsa.broker.connection import Connection
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
 from samsa.broker.handlers import Services, register_all
-from samsa.broker.handlers.api_versions import unsupported_version_response
-from samsa.broker.memory_pool import RequestMemoryPool, release_freed_memory
-from samsa.broker.metadata_cache import LocalMetadataCache
+from samsa.broker.marker_channel import TxnMarkerChannel
+from samsa.broker.memory_pool import RequestMemoryPool
+from samsa.broker.metadata_cache import LocalMetadataCache, MetadataCache
+from samsa.broker.partition import Partition
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.broker.topic_manager import LocalTopicManager
-from samsa.cluster.local import LocalMetadataStore
+from samsa.broker.topic_manager import LocalTopicManager, TopicManager
+from samsa.broker.zk_cluster import ZkCluster
+from samsa.broker.zk_topic_manager import ZkTopicManager
+from samsa.cluster.local import LocalMetadataStore, new_cluster_id
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
 from samsa.coordinator.transaction.coordinator import (
     TRANSACTION_STATE_TOPIC,
     TransactionConfig,
     TransactionCoordinator,
+    WriteMarkerFn,
 )
-from samsa.errors import ConfigError, ErrorCode, KafkaError, SamsaError
-from samsa.protocol.codec import (
-    RequestDecodeError,
-    decode_request,
-    encode_response,
-    peek_header,
-)
-from samsa.protocol.error_response import error_response
-from samsa.protocol.framing import FrameDecoder, FrameError
-from samsa.storage import LogManager
+from samsa.errors import ConfigError, SamsaError
+from samsa.storage import Log, LogManager
 from samsa.storage.validator import AppendOrigin
 from samsa.types import TopicPartition
 
 log = logging.getLogger(__name__)
-
-API_VERSIONS_KEY = 18
-_MAX_QUEUED_FRAMES = 64
-# A connection lost with this much of a frame received has its freed memory given back.
-_TRIM_AFTER_ABANDONED_BYTES = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +70,20 @@ class Broker:
         self.metadata_store = LocalMetadataStore(
             config.log_dirs, config.node_id, config["cluster.id"]
         )
-        self.metadata = LocalMetadataCache(
-            self.metadata_store, self.node_id, lambda: self.advertised
-        )
+        self.cluster: ZkCluster | None = None
+        """This broker's link to a ZooKeeper cluster (None: a single node)."""
+        self.metadata: MetadataCache
+        if config["zookeeper.connect"]:
+            self.cluster = ZkCluster(
+                config,
+                lambda: (self.advertised,),
+                on_partitions_deleted=self._partitions_deleted,
+            )
+            self.metadata = self.cluster.cache
+        else:
+            self.metadata = LocalMetadataCache(
+                self.metadata_store, self.node_id, lambda: self.advertised
+            )
         self.log_manager = LogManager(
             config.log_dirs,
             config.log_defaults,
@@ -98,7 +95,19 @@ class Broker:
             cleaner_dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
             recovery_threads_per_data_dir=config["num.recovery.threads.per.data.dir"],
         )
-        self.replica_manager = ReplicaManager(self.log_manager, self.metadata, config.log_defaults)
+        self.replica_manager = ReplicaManager(
+            self.log_manager, self.metadata, config.log_defaults, local_id=self.node_id
+        )
+        write_marker: WriteMarkerFn = self.replica_manager.write_txn_marker
+        allocate_producer_id = self.metadata_store.allocate_producer_id
+        self.marker_channel: TxnMarkerChannel | None = None
+        if self.cluster is not None:
+            self.cluster.attach(self.replica_manager)
+            self.marker_channel = TxnMarkerChannel(
+                self.node_id, self.replica_manager, self.metadata, self.cluster.endpoint_of
+            )
+            write_marker = self.marker_channel.write
+            allocate_producer_id = self.cluster.producer_ids.allocate
         self.group_coordinator = GroupCoordinator(
             config["offsets.topic.num.partitions"],
             self._append_internal,
@@ -116,8 +125,8 @@ class Broker:
             config["transaction.state.log.num.partitions"],
             self._append_internal,
             self.log_manager.clock,
-            self.replica_manager.write_txn_marker,
-            self.metadata_store.allocate_producer_id,
+            write_marker,
+            allocate_producer_id,
             config=TransactionConfig(
                 max_timeout_ms=config["transaction.max.timeout.ms"],
                 abort_timed_out_interval_ms=config[
@@ -132,16 +141,29 @@ class Broker:
         )
         # Markers written to __consumer_offsets publish or drop transactional offset commits.
         self.replica_manager.on_txn_marker = self.group_coordinator.on_txn_marker
+        self.replica_manager.on_leadership_change = self._on_leadership_change
         self.dynamic_config.on_change = self.reconfigure
-        self.topics = LocalTopicManager(
-            self.metadata_store,
-            self.replica_manager,
-            lambda: self.config,
-            node_id=self.node_id,
-            offsets_partitions=self.group_coordinator.partitions,
-            transaction_partitions=self.txn_coordinator.partitions,
-            on_partitions_deleted=self.group_coordinator.on_partitions_deleted,
-        )
+        self.topics: TopicManager
+        if self.cluster is not None:
+            self.topics = ZkTopicManager(
+                self.cluster.zk,
+                self.cluster.cache,
+                lambda: self.config,
+                offsets_partitions=self.group_coordinator.partitions,
+                transaction_partitions=self.txn_coordinator.partitions,
+            )
+            self.group_coordinator.own_led_partitions_only()
+            self.txn_coordinator.own_led_partitions_only()
+        else:
+            self.topics = LocalTopicManager(
+                self.metadata_store,
+                self.replica_manager,
+                lambda: self.config,
+                node_id=self.node_id,
+                offsets_partitions=self.group_coordinator.partitions,
+                transaction_partitions=self.txn_coordinator.partitions,
+                on_partitions_deleted=self.group_coordinator.on_partitions_deleted,
+            )
         self.registry = ApiRegistry()
         register_all(
             self.registry,
@@ -151,7 +173,7 @@ class Broker:
                 advertised=lambda: self.advertised,
                 metadata=self.metadata,
                 topics=self.topics,
-                allocate_producer_id=self.metadata_store.allocate_producer_id,
+                allocate_producer_id=allocate_producer_id,
                 replica_manager=self.replica_manager,
                 group_coordinator=self.group_coordinator,
                 txn_coordinator=self.txn_coordinator,
@@ -187,22 +209,28 @@ class Broker:
         self._raise_open_files_limit()
         # Listen before anything is created on disk: a port in use stops start-up first.
         await self._bind()
-        await asyncio.to_thread(self.metadata_store.load)
+        if self.cluster is not None:
+            proposed = await asyncio.to_thread(self.metadata_store.stored_cluster_id)
+            self.metadata_store.cluster_id = await self.cluster.connect(
+                proposed or self.config["cluster.id"] or new_cluster_id()
+            )
+            await asyncio.to_thread(self.metadata_store.load_meta)
+        else:
+            await asyncio.to_thread(self.metadata_store.load)
         await asyncio.to_thread(self.dynamic_config.load)
         self.reconfigure(self.dynamic_config.current)
         await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)
-        self.replica_manager.load()
-        offsets_logs = [
-            lg for tp, lg in self.log_manager.all_logs().items() if tp.topic == OFFSETS_TOPIC
-        ]
-        self.group_coordinator.load(offsets_logs)
+        if self.cluster is not None:
+            # Leadership comes from ZooKeeper: leaders load their coordinators' state.
+            await self.cluster.start()
+            for tp in self.cluster.unknown_logs():
+                # Its topic was deleted while this broker was away; kept, not deleted.
+                self.log_manager.move_aside_stray(tp)
+        else:
+            self.replica_manager.load()
+            self.group_coordinator.load(self._logs_of(OFFSETS_TOPIC))
+            self.txn_coordinator.load(self._logs_of(TRANSACTION_STATE_TOPIC))
         self.group_coordinator.start()
-        txn_logs = [
-            lg
-            for tp, lg in self.log_manager.all_logs().items()
-            if tp.topic == TRANSACTION_STATE_TOPIC
-        ]
-        self.txn_coordinator.load(txn_logs)
         self.txn_coordinator.start()
         self.log_manager.start_background_tasks()
         self._ready = True
@@ -217,6 +245,27 @@ class Broker:
             ", ".join(str(d) for d in self.config.log_dirs),
             (time.monotonic() - started) * 1000,
         )
+
+    async def _partitions_deleted(self, partitions: list[TopicPartition]) -> None:
+        await self.group_coordinator.on_partitions_deleted(partitions)
+
+    def _logs_of(self, topic: str) -> list[Log]:
+        return [lg for tp, lg in self.log_manager.all_logs().items() if tp.topic == topic]
+
+    def _on_leadership_change(self, partition: Partition, leads: bool) -> None:
+        """An internal topic's partition is led here now (or no longer): its coordinator
+        takes (or drops) the state that partition holds."""
+        topic, index = partition.tp.topic, partition.tp.partition
+        if topic == OFFSETS_TOPIC:
+            if leads:
+                self.group_coordinator.load_partition(index, partition.log)
+            else:
+                self.group_coordinator.unload_partition(index)
+        elif topic == TRANSACTION_STATE_TOPIC:
+            if leads:
+                self.txn_coordinator.load_partition(index, partition.log)
+            else:
+                self.txn_coordinator.unload_partition(index)
 
     def reconfigure(self, config: BrokerConfig) -> None:
         """Take an effective configuration: requests read it from now on, every live log
@@ -280,9 +329,16 @@ class Broker:
         self._accepting.discard(task)
         if task.cancelled() or task.exception() is not None:
             sock.close()
-            self.connection_closed(ip)
+            self._release_quota(ip)
 
-    def connection_closed(self, ip: str) -> None:
+    def connection_opened(self, connection: Connection) -> None:
+        self._connections.add(connection)
+
+    def connection_closed(self, connection: Connection) -> None:
+        self._connections.discard(connection)
+        self._release_quota(connection.ip)
+
+    def _release_quota(self, ip: str) -> None:
         was_at_limit = self.quotas.at_broker_limit()
         self.quotas.remove(ip)
         if was_at_limit and self._ready and not self.quotas.at_broker_limit():
@@ -290,8 +346,11 @@ class Broker:
                 server.resume()
 
     async def _append_internal(self, tp: TopicPartition, records: bytes) -> Any:
-        return await self.replica_manager.append(
-            tp, bytearray(records), required_acks=-1, origin=AppendOrigin.COORDINATOR
+        return await self.replica_manager.append_replicated(
+            tp,
+            bytearray(records),
+            origin=AppendOrigin.COORDINATOR,
+            timeout_ms=self.config["offsets.commit.timeout.ms"],
         )
 
     async def stop(self) -> None:
@@ -306,6 +365,12 @@ class Broker:
                 server.close()
             await self.group_coordinator.shutdown()
             await self.txn_coordinator.shutdown()
+            if self.cluster is not None:
+                # The session ends at once: the controller moves leadership without waiting
+                # for the session timeout (this broker's registration is gone).
+                await self.cluster.stop()
+            if self.marker_channel is not None:
+                await self.marker_channel.close()
             self.replica_manager.shutdown()
             for connection in list(self._connections):
                 connection.close()
@@ -326,321 +391,3 @@ class Broker:
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
-
-
-class Connection(asyncio.Protocol):
-    """One client connection: frames in, responses out, in order."""
-
-    def __init__(self, broker: Broker, ip: str) -> None:
-        self.broker = broker
-        self.ip = ip
-        self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
-        self.transport: asyncio.Transport | None = None
-        self.worker: asyncio.Task[None] | None = None
-        self.peer = "?"
-        self._paused = False  # reading stopped: too many queued frames
-        self._memory_paused = False  # reading stopped: queued.max.request.bytes
-        self._reading_paused = False
-        self._reserved = 0  # bytes this connection holds in the broker's memory pool
-        self._in_progress_reserved = False  # the frame being received has its reservation
-        self._lost = False
-        self._busy = False  # a request is being handled or its response written
-        self._last_active = time.monotonic()
-        self._idle_timer: asyncio.TimerHandle | None = None
-        self._writable = asyncio.Event()
-        self._writable.set()
-        self._socket_fd = -1
-        self._watch_fd = -1
-        self._handler_failures = 0
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        # high=0: pause_writing marks any unsent data, resume_writing a fully drained
-        # buffer — the moment file regions may go straight to the socket.
-        self.transport.set_write_buffer_limits(high=0, low=0)
-        sock = transport.get_extra_info("socket")
-        self._socket_fd = sock.fileno() if sock is not None else -1
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self.broker._connections.add(self)
-        loop = asyncio.get_running_loop()
-        self.worker = loop.create_task(self._serve())
-        idle_s = self.broker.connections_max_idle_s
-        if idle_s is not None:
-            self._idle_timer = loop.call_later(idle_s, self._check_idle)
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            frames = self.decoder.feed(data)
-        except FrameError as exc:
-            self.broker.bad_request_log.log(
-                logging.WARNING, "closing connection from %s: %s", self.peer, exc
-            )
-            self.close()
-            return
-        self._last_active = time.monotonic()
-        if self.broker.memory_pool.bounded:
-            self._account(frames)
-        for frame in frames:
-            self.queue.put_nowait(frame)
-        if self.queue.qsize() > _MAX_QUEUED_FRAMES and not self._paused:
-            self._paused = True
-            self._update_reading()
-
-    def _account(self, frames: list[bytes]) -> None:
-        """Reserve memory for what ``data_received`` just took in (``queued.max.request.bytes``):
-        the frames completed by it, and the declared size of the frame it started."""
-        pool = self.broker.memory_pool
-        for frame in frames:
-            if self._in_progress_reserved:
-                self._in_progress_reserved = False  # reserved when its prefix came
-            else:
-                pool.add(len(frame))
-                self._reserved += len(frame)
-        if (
-            self.decoder.frame_size >= 0
-            and not self._in_progress_reserved
-            and not self._reserve_in_progress()
-        ):
-            self._memory_paused = True
-            self._update_reading()
-            pool.wait(self._retry_reservation)
-
-    def _reserve_in_progress(self) -> bool:
-        size = self.decoder.frame_size
-        if not self.broker.memory_pool.try_reserve(size):
-            return False
-        self._reserved += size
-        self._in_progress_reserved = True
-        return True
-
-    def _retry_reservation(self) -> bool:
-        """Called by the pool when memory is released; True once this connection is served."""
-        if self._lost:
-            return True
-        if (
-            self.decoder.frame_size >= 0
-            and not self._in_progress_reserved
-            and not self._reserve_in_progress()
-        ):
-            return False
-        self._memory_paused = False
-        self._update_reading()
-        return True
-
-    def _release(self, size: int) -> None:
-        if self._lost or not self.broker.memory_pool.bounded:
-            return
-        self._reserved -= size
-        self.broker.memory_pool.release(size)
-
-    def _update_reading(self) -> None:
-        paused = self._paused or self._memory_paused
-        if self.transport is None or paused == self._reading_paused or self._lost:
-            return
-        if paused:
-            self.transport.pause_reading()
-        else:
-            self.transport.resume_reading()
-        self._reading_paused = paused
-
-    def _check_idle(self) -> None:
-        """Close the connection after ``connections.max.idle.ms`` without a request, as Kafka
-        does; a connection whose request is being served is not idle."""
-        idle_s = self.broker.connections_max_idle_s
-        assert idle_s is not None
-        waited = time.monotonic() - self._last_active
-        if self._busy or not self.queue.empty() or waited < idle_s:
-            delay = idle_s if self._busy else idle_s - waited
-            self._idle_timer = asyncio.get_running_loop().call_later(delay, self._check_idle)
-            return
-        self._idle_timer = None
-        self.broker.connection_log.log(
-            logging.INFO,
-            "closing connection from %s: idle for %.0f ms (connections.max.idle.ms)",
-            self.peer, waited * 1000,
-        )  # fmt: skip
-        self.close()
-
-    def pause_writing(self) -> None:
-        # The peer is not reading: stop taking requests until its responses drain,
-        # as Kafka mutes a connection while a response is in flight.
-        self._writable.clear()
-
-    def resume_writing(self) -> None:
-        self._writable.set()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._writable.set()
-        if self._watch_fd >= 0:
-            os.close(self._watch_fd)
-            self._watch_fd = -1
-        self.broker._connections.discard(self)
-        self.broker.connection_closed(self.ip)
-        if self.worker is not None:
-            self.worker.cancel()
-        if self._idle_timer is not None:
-            self._idle_timer.cancel()
-            self._idle_timer = None
-        # A large frame cut off midway leaves its pieces spread through the heap.
-        abandoned = self.decoder.buffered
-        self.decoder.clear()
-        self._lost = True  # from here on, releases by the cancelled worker are no-ops
-        if self.broker.memory_pool.bounded:
-            self.broker.memory_pool.forget(self._retry_reservation)
-            reserved, self._reserved = self._reserved, 0
-            self.broker.memory_pool.release(reserved)
-        if abandoned >= _TRIM_AFTER_ABANDONED_BYTES:
-            release_freed_memory()
-
-    def close(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
-
-    async def _serve(self) -> None:
-        client_host.set("/" + self.peer.rpartition(":")[0])
-        try:
-            while True:
-                await self._writable.wait()
-                self._busy = False
-                frame = await self.queue.get()
-                self._busy = True
-                if self._paused and self.queue.qsize() < _MAX_QUEUED_FRAMES // 2:
-                    self._paused = False
-                    self._update_reading()
-                response = await self._handle(frame)
-                self._release(len(frame))
-                self._last_active = time.monotonic()
-                if response is None:
-                    continue
-                if self.transport is None or self.transport.is_closing():
-                    return
-                if isinstance(response, RawResponse):
-                    await self._write_chunks(response.chunks)
-                else:
-                    self.transport.write(response)
-        except asyncio.CancelledError:
-            pass
-        except _CloseConnection as exc:
-            self.broker.bad_request_log.log(
-                logging.WARNING, "closing connection from %s: %s", self.peer, exc
-            )
-            self.close()
-        except (OSError, TimeoutError) as exc:
-            log.info("closing connection from %s: %s", self.peer, exc)
-            self.close()
-        except Exception as exc:
-            self.broker.bad_request_log.log(
-                logging.ERROR,
-                "closing connection from %s after an internal error: %s: %s",
-                self.peer, type(exc).__name__, exc,
-                exc_info=exc, traceback_limit=self.broker.handler_traceback_log,
-            )  # fmt: skip
-            self.close()
-
-    async def _write_chunks(self, chunks: list[Any]) -> None:
-        """Write bytes through the transport and file regions with ``os.sendfile``.
-
-        A region goes out only once the transport's buffer is empty, so the bytes
-        stay in order. When the socket is full, the loop waits for it to become
-        writable through a duplicate descriptor of the socket (the transport owns
-        the original), so nothing blocks and no thread is needed.
-        """
-        transport = self.transport
-        assert transport is not None
-        for chunk in chunks:
-            if isinstance(chunk, bytes):
-                transport.write(chunk)
-                continue
-            if chunk.length == 0:
-                continue
-            await self._writable.wait()
-            sent = 0
-            while sent < chunk.length:
-                if transport.is_closing():
-                    return
-                try:
-                    n = os.sendfile(
-                        self._socket_fd, chunk.fd, chunk.position + sent, chunk.length - sent
-                    )
-                except BlockingIOError:
-                    await self._socket_writable()
-                    continue
-                if n == 0:
-                    raise _CloseConnection("a segment shrank under a fetch")
-                sent += n
-
-    async def _socket_writable(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._watch_fd < 0:
-            self._watch_fd = os.dup(self._socket_fd)
-        ready: asyncio.Future[None] = loop.create_future()
-
-        def wake() -> None:
-            if not ready.done():
-                ready.set_result(None)
-
-        loop.add_writer(self._watch_fd, wake)
-        try:
-            await asyncio.wait_for(ready, _SENDFILE_STALL_S)
-        finally:
-            loop.remove_writer(self._watch_fd)
-
-    async def _handle(self, frame: bytes) -> bytes | RawResponse | None:
-        try:
-            api_key, api_version, correlation_id = peek_header(frame)
-        except RequestDecodeError as exc:
-            raise _CloseConnection(str(exc)) from exc
-        registry = self.broker.registry
-        if not registry.supports(api_key, api_version):
-            if api_key == API_VERSIONS_KEY:
-                return encode_response(correlation_id, unsupported_version_response(registry))
-            raise _CloseConnection(f"API key {api_key} version {api_version} is not served")
-        try:
-            header, body = decode_request(frame)
-        except RequestDecodeError as exc:
-            raise _CloseConnection(f"unparseable request (key {api_key}): {exc}") from exc
-        handler = registry.handler_for(api_key, api_version)
-        assert handler is not None
-        try:
-            response: Any = await handler(header, body)
-            if response is None or isinstance(response, RawResponse):
-                return response
-            return encode_response(correlation_id, response)
-        except CloseConnectionRequest as exc:
-            raise _CloseConnection(str(exc)) from exc
-        except Exception as exc:  # a handler bug: answered below, never raised per frame
-            return self._handler_failed(api_key, api_version, correlation_id, exc)
-
-    def _handler_failed(
-        self, api_key: int, api_version: int, correlation_id: int, exc: Exception
-    ) -> bytes:
-        """Answer a request whose handler raised, as Kafka does: its error response with the
-        exception's code (UNKNOWN_SERVER_ERROR if it has none), or, where the response has no
-        top-level error code to carry it, a closed connection.
-
-        The first failure on a connection is logged (rate-limited across the broker, with a
-        traceback at most every few minutes); later ones on the same connection are not.
-        """
-        self._handler_failures += 1
-        summary = f"{type(exc).__name__}: {exc}"
-        if self._handler_failures == 1:
-            self.broker.bad_request_log.log(
-                logging.WARNING,
-                "request (api key %d v%d) from %s failed with %s",
-                api_key, api_version, self.peer, summary,
-                exc_info=exc, traceback_limit=self.broker.handler_traceback_log,
-            )  # fmt: skip
-        code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
-        response = error_response(api_key, api_version, code, summary)
-        if response is None:
-            raise _CloseConnection(f"request (api key {api_key} v{api_version}) failed")
-        return encode_response(correlation_id, response)
-
-
-_SENDFILE_STALL_S = 30.0
-
-
-class _CloseConnection(Exception):
-    pass

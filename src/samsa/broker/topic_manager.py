@@ -63,8 +63,12 @@ class CreatedTopic:
 class TopicManager(Protocol):
     """Every change to the set of topics, their partitions and their configs."""
 
-    async def create_topic(self, topic: NewTopic, *, validate_only: bool = False) -> CreatedTopic:
-        """Create ``topic`` (or only check it); raises the Kafka error a request gets."""
+    async def create_topic(
+        self, topic: NewTopic, *, validate_only: bool = False, timeout_ms: int = 30_000
+    ) -> CreatedTopic:
+        """Create ``topic`` (or only check it); raises the Kafka error a request gets.
+
+        ``timeout_ms`` bounds the wait for the new partitions' leaders (a cluster's)."""
         ...
 
     async def auto_create(self, name: str) -> TopicInfo | None:
@@ -87,6 +91,7 @@ class TopicManager(Protocol):
         assignments: Sequence[Sequence[int]] | None,
         *,
         validate_only: bool = False,
+        timeout_ms: int = 30_000,
     ) -> None:
         """Grow ``name`` to ``count`` partitions (``assignments``: replicas of each new one)."""
         ...
@@ -95,7 +100,7 @@ class TopicManager(Protocol):
         """Replace ``name``'s config overrides."""
         ...
 
-    async def delete_topic(self, name: str) -> TopicInfo:
+    async def delete_topic(self, name: str, *, timeout_ms: int = 30_000) -> TopicInfo:
         """Delete ``name``; the deleted topic."""
         ...
 
@@ -220,7 +225,9 @@ class LocalTopicManager:
         self._transaction_partitions = transaction_partitions
         self._on_partitions_deleted = on_partitions_deleted
 
-    async def create_topic(self, topic: NewTopic, *, validate_only: bool = False) -> CreatedTopic:
+    async def create_topic(
+        self, topic: NewTopic, *, validate_only: bool = False, timeout_ms: int = 30_000
+    ) -> CreatedTopic:
         partitions, replication = partitions_and_replication(topic, self._config())
         if topic.assignments:
             check_replicas_exist(topic.assignments, {self._node_id})
@@ -293,6 +300,7 @@ class LocalTopicManager:
         assignments: Sequence[Sequence[int]] | None,
         *,
         validate_only: bool = False,
+        timeout_ms: int = 30_000,
     ) -> None:
         info = self._store.get(name)
         if info is None:
@@ -316,7 +324,7 @@ class LocalTopicManager:
         self._store.set_configs(name, configs)
         self._replica_manager.apply_config(name)
 
-    async def delete_topic(self, name: str) -> TopicInfo:
+    async def delete_topic(self, name: str, *, timeout_ms: int = 30_000) -> TopicInfo:
         info = self._store.delete_topic(name)
         self._replica_manager.remove_topic(info.name)
         log.info("topic %s (%s) deleted", info.name, info.topic_id)

@@ -15,6 +15,7 @@ from samsa.broker.handlers import (
     configs,
     fetch,
     groups,
+    leader_epochs,
     list_offsets,
     metadata,
     partitions,
@@ -84,6 +85,7 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     produce.register(registry, metadata=s.metadata, replicas=s.replica_manager)
     fetch.register(registry, config=config, metadata=s.metadata, replicas=s.replica_manager)
     list_offsets.register(registry, replicas=s.replica_manager)
+    leader_epochs.register(registry, replicas=s.replica_manager)
     producer_id.register(
         registry,
         allocate_producer_id=s.allocate_producer_id,
@@ -95,18 +97,16 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     configs.register(registry, s)
     groups.register(
         registry,
-        node_id=s.node_id,
         config=config,
-        advertised=advertised,
+        txn_partition_of=s.txn_coordinator.partition_of,
         metadata_store=s.metadata,
-        replicas=s.replica_manager,
         topic_manager=s.topics,
         group_coordinator=s.group_coordinator,
     )
     transactions.register(
         registry,
         config=config,
-        replicas=s.replica_manager,
+        metadata=s.metadata,
         topic_manager=s.topics,
         group_coordinator=s.group_coordinator,
         txn_coordinator=s.txn_coordinator,

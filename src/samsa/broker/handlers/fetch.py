@@ -16,6 +16,13 @@ Record data is never read into Python: the response is encoded around file
 regions that the connection sends with ``os.sendfile``. Fetch sessions are
 declined (session id 0), which every client handles with full fetches.
 Versions 13+ name topics by id.
+
+A fetch from a follower (a replica id ≥ 0) reads up to the log end and tells
+the leader the follower's log end (:meth:`ReplicaManager.read_for_follower`).
+Only the leader serves a partition: other brokers answer
+NOT_LEADER_OR_FOLLOWER, and a ``current_leader_epoch`` older or newer than
+the leader's is FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH (KIP-320).
+Deviation: no fetching from followers for consumers (KIP-392).
 """
 
 from __future__ import annotations
@@ -47,9 +54,11 @@ def register(
 ) -> None:
     broker_max_bytes = int(config()["fetch.max.bytes"])
 
-    def read_all(body: Any, names: list[str | None]) -> tuple[list[FetchTopic], int, bool]:
+    def read_all(
+        body: Any, names: list[str | None], follower: int
+    ) -> tuple[list[FetchTopic], int, bool]:
         remaining = min(body.max_bytes, broker_max_bytes)
-        committed = body.isolation_level == READ_COMMITTED
+        committed = body.isolation_level == READ_COMMITTED and follower < 0
         total = 0
         failed = False
         topics = []
@@ -66,13 +75,19 @@ def register(
                     if name is None:
                         raise UnknownTopicIdError(f"no topic has id {topic.topic_id}")
                     limit = min(p.partition_max_bytes, remaining)
-                    read = replicas.read(
-                        TopicPartition(name, p.partition),
-                        p.fetch_offset,
-                        None if limit <= 0 and total else max(limit, 0),
-                        read_committed=committed,
-                        min_one_message=total == 0,
-                    )
+                    tp = TopicPartition(name, p.partition)
+                    max_bytes = None if limit <= 0 and total else max(limit, 0)
+                    epoch = getattr(p, "current_leader_epoch", -1)
+                    if follower >= 0:
+                        read = replicas.read_for_follower(
+                            tp, follower, p.fetch_offset, max_bytes, min_one_message=total == 0,
+                            current_leader_epoch=epoch,
+                        )  # fmt: skip
+                    else:
+                        read = replicas.read(
+                            tp, p.fetch_offset, max_bytes, read_committed=committed,
+                            min_one_message=total == 0, current_leader_epoch=epoch,
+                        )  # fmt: skip
                     entry.high_watermark = read.high_watermark
                     entry.last_stable_offset = read.last_stable_offset
                     entry.log_start_offset = read.log_start_offset
@@ -110,8 +125,14 @@ def register(
                 info = metadata.by_id(topic.topic_id)
                 name = info.name if info is not None else None
             names.append(name)
+        replica_state = getattr(body, "replica_state", None)
+        follower = (
+            replica_state.replica_id
+            if replica_state is not None
+            else getattr(body, "replica_id", -1)
+        )
         deadline = time.monotonic() + body.max_wait.total_seconds()
-        topics, total, failed = read_all(body, names)
+        topics, total, failed = read_all(body, names, follower)
         tps = [
             TopicPartition(name, p.partition)
             for topic, name in zip(body.topics, names, strict=True)
@@ -123,7 +144,7 @@ def register(
             if left <= 0:
                 break
             await replicas.wait_for_data(tps, left)
-            topics, total, failed = read_all(body, names)
+            topics, total, failed = read_all(body, names, follower)
         chunks, size = encode_fetch_response(header.api_version, header.correlation_id, topics)
         return RawResponse(chunks, size)
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from samsa.broker.api import client_host, respond
-from samsa.broker.config import BrokerConfig, Listener
+from samsa.broker.api import client_host, error_fields, respond
+from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
 from samsa.broker.topic_manager import TopicManager
 from samsa.coordinator.group.coordinator import (
     GroupCoordinator,
@@ -29,7 +28,7 @@ from samsa.coordinator.group.coordinator import (
     OffsetCommitMember,
     PartitionOffset,
 )
-from samsa.errors import ErrorCode
+from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
@@ -47,49 +46,52 @@ OPERATIONS_NOT_REQUESTED = -(2**31)
 def register(
     registry: ApiRegistry,
     *,
-    node_id: int,
     config: Callable[[], BrokerConfig],
-    advertised: Callable[[], Listener],
+    txn_partition_of: Callable[[str], TopicPartition],
     metadata_store: MetadataCache,
-    replicas: ReplicaManager,
     topic_manager: TopicManager,
     group_coordinator: GroupCoordinator,
 ) -> None:
     coordinator = group_coordinator
     metadata_max_bytes = config()["offset.metadata.max.bytes"]
 
-    def listener_fields() -> dict[str, Any]:
-        listener = advertised()  # read per request: port 0 is bound after start
-        return {"node_id": node_id, "host": listener.host, "port": listener.port}
+    def leader_of(tp: TopicPartition) -> dict[str, Any]:
+        """The coordinator of a key: the leader of its internal partition (this broker on a
+        single node); COORDINATOR_NOT_AVAILABLE while it has none."""
+        state = metadata_store.leadership(tp)
+        node = None
+        if state is not None and state.leader >= 0:
+            node = next((n for n in metadata_store.alive_brokers() if n.node_id == state.leader),
+                        None)  # fmt: skip
+        if node is None:
+            return {"node_id": -1, "host": "", "port": -1,
+                    "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "error_message": f"{tp} has no leader yet"}  # fmt: skip
+        return {"node_id": node.node_id, "host": node.host, "port": node.port,
+                "error_code": ErrorCode.NONE, "error_message": None}  # fmt: skip
 
     async def coordinator_for(key: str, key_type: int) -> dict[str, Any]:
+        unavailable = {"key": key, "node_id": -1, "host": "", "port": -1}
         if key_type == TRANSACTION_KEY_TYPE:
             if not key:
-                return {"key": key, "node_id": -1, "host": "", "port": -1,
-                        "error_code": ErrorCode.INVALID_REQUEST,
+                return {**unavailable, "error_code": ErrorCode.INVALID_REQUEST,
                         "error_message": "empty transactional id"}  # fmt: skip
-            await topic_manager.ensure_transaction_topic()
-            return {
-                "key": key,
-                **listener_fields(),
-                "error_code": ErrorCode.NONE,
-                "error_message": None,
-            }
+            try:
+                await topic_manager.ensure_transaction_topic()
+            except KafkaError as exc:
+                return {**unavailable, **error_fields(exc)}
+            return {"key": key, **leader_of(txn_partition_of(key))}
         if key_type != GROUP_KEY_TYPE:
-            return {"key": key, "node_id": -1, "host": "", "port": -1,
-                    "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            return {**unavailable, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     "error_message": f"coordinator key type {key_type} is not served"}  # fmt: skip
         if not key:
-            return {"key": key, "node_id": -1, "host": "", "port": -1,
-                    "error_code": ErrorCode.INVALID_GROUP_ID,
+            return {**unavailable, "error_code": ErrorCode.INVALID_GROUP_ID,
                     "error_message": "empty group id"}  # fmt: skip
-        await topic_manager.ensure_offsets_topic()
-        return {
-            "key": key,
-            **listener_fields(),
-            "error_code": ErrorCode.NONE,
-            "error_message": None,
-        }
+        try:
+            await topic_manager.ensure_offsets_topic()
+        except KafkaError as exc:
+            return {**unavailable, **error_fields(exc)}
+        return {"key": key, **leader_of(coordinator.partition_of(key))}
 
     async def find_coordinator(header: RequestHeader, body: Any) -> Any:
         key_type = getattr(body, "key_type", GROUP_KEY_TYPE)
@@ -194,7 +196,7 @@ def register(
             partitions = []
             for p in topic.partitions:
                 tp = TopicPartition(name or "", p.partition_index)
-                exists = name is not None and replicas.get(tp) is not None
+                exists = name is not None and metadata_store.leadership(tp) is not None
                 requested.append(PartitionOffset(
                     tp, p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                     p.committed_metadata or "", topic_exists=exists,
@@ -214,6 +216,8 @@ def register(
         return respond(header, {"throttle_time": 0, "topics": topics})
 
     def fetch_group(group: str, topics: Any, require_stable: bool) -> dict[str, Any]:
+        if error := coordinator.coordinator_error(group):
+            return {"group_id": group, "topics": [], "error_code": error}
         if topics is None:
             found = coordinator.committed(group)
         else:
@@ -267,8 +271,9 @@ def register(
         described = []
         for group_id in body.groups:
             d = coordinator.describe(group_id)
+            error = coordinator.coordinator_error(group_id)
             described.append({
-                "error_code": ErrorCode.INVALID_GROUP_ID if not group_id else ErrorCode.NONE,
+                "error_code": ErrorCode.INVALID_GROUP_ID if not group_id else error,
                 "group_id": group_id,
                 "group_state": d.state,
                 "protocol_type": d.protocol_type,

@@ -6,7 +6,10 @@ offset (-1), as Kafka does without remote storage.
 Latest is the high watermark, or with ``isolation_level`` 1 (read_committed,
 v2+) the last stable offset; as Kafka, a timestamp lookup (max timestamp
 included) answers only offsets below that bound. A timestamp past every record
-answers offset -1, timestamp -1, as Kafka does.
+answers offset -1, timestamp -1, as Kafka does. Each answer carries the epoch
+of the leader that wrote the offset (the current epoch for latest); only the
+leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH for a ``current_leader_epoch`` other than its own).
 """
 
 from __future__ import annotations
@@ -36,15 +39,16 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
                     "error_code": ErrorCode.NONE,
                     "timestamp": -1,
                     "offset": -1,
-                    "leader_epoch": 0,
+                    "leader_epoch": -1,
                 }
                 try:
                     tp = TopicPartition(topic.name, p.partition_index)
                     found = replicas.fetch_offset_for_timestamp(
-                        tp, p.timestamp, read_committed=committed
-                    )
+                        tp, p.timestamp, read_committed=committed,
+                        current_leader_epoch=getattr(p, "current_leader_epoch", -1),
+                    )  # fmt: skip
                     if found is not None:
-                        entry["offset"], entry["timestamp"] = found
+                        entry["offset"], entry["timestamp"], entry["leader_epoch"] = found
                 except KafkaError as exc:
                     entry.update(error_code=exc.code, leader_epoch=-1)
                 partitions.append(entry)

@@ -28,6 +28,7 @@ from samsa.errors import (
     PolicyViolationError,
     UnknownTopicOrPartitionError,
 )
+from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -48,7 +49,9 @@ def register(
     topics: TopicManager,
     replicas: ReplicaManager,
 ) -> None:
-    async def grow_one(topic: Any, validate_only: bool, over_limit: bool) -> dict[str, Any]:
+    async def grow_one(
+        topic: Any, validate_only: bool, over_limit: bool, timeout_ms: int
+    ) -> dict[str, Any]:
         name = topic.name
         try:
             if over_limit:
@@ -62,7 +65,7 @@ def register(
                 else [list(a.broker_ids) for a in topic.assignments]
             )
             await topics.create_partitions(
-                name, topic.count, assignments, validate_only=validate_only
+                name, topic.count, assignments, validate_only=validate_only, timeout_ms=timeout_ms
             )
             return {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
         except KafkaError as exc:
@@ -77,7 +80,8 @@ def register(
         names = Counter(topic.name for topic in body.topics)
         unique = [topic for topic in body.topics if names[topic.name] == 1]
         over = sum(_added_partitions(metadata, t) for t in unique) > MAX_PARTITIONS_PER_REQUEST
-        results = [await grow_one(topic, body.validate_only, over) for topic in unique]
+        timeout_ms = duration_ms(body.timeout)
+        results = [await grow_one(topic, body.validate_only, over, timeout_ms) for topic in unique]
         duplicate = error_fields(InvalidRequestError("Duplicate topic name."))
         results += [{"name": name, **duplicate} for name, count in names.items() if count > 1]
         return respond(header, {"throttle_time": 0, "results": results})

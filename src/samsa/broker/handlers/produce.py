@@ -19,6 +19,7 @@ with the usual idempotence checks.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from samsa.broker.api import CloseConnectionRequest, error_fields, respond
@@ -32,7 +33,9 @@ from samsa.errors import (
     InvalidRequiredAcksError,
     KafkaError,
     UnknownTopicIdError,
+    for_code,
 )
+from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.records.batch import iter_batches
 from samsa.storage.validator import RecordValidationError
@@ -57,6 +60,8 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
         acks = body.acks
         topics = []
         failed: KafkaError | None = None
+        # acks=all: every partition is appended first, then all wait for their ISRs at once.
+        replicating: list[tuple[dict[str, Any], Any]] = []
         for topic in body.topic_data or ():
             name = getattr(topic, "name", None)
             if name is None:
@@ -81,6 +86,10 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
                         log_append_time=appended.log_append_time,
                         log_start_offset=appended.log_start_offset,
                     )
+                    if acks == -1:
+                        replicating.append((entry, replicas.wait_for_replication(
+                            tp, appended.last_offset + 1, duration_ms(body.timeout)
+                        )))  # fmt: skip
                 except KafkaError as exc:
                     failed = exc
                     entry.update(error_fields(exc), base_offset=-1, log_append_time=-1)
@@ -97,6 +106,11 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
                     "partition_responses": partitions,
                 }
             )
+        if replicating:
+            codes = await asyncio.gather(*(wait for _, wait in replicating))
+            for (entry, _), code in zip(replicating, codes, strict=True):
+                if code:
+                    entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
         if acks == 0:
             if failed is not None:
                 raise CloseConnectionRequest(f"acks=0 produce failed: {failed}")

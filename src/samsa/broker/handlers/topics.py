@@ -26,6 +26,7 @@ from samsa.errors import (
     TopicDeletionDisabledError,
     UnknownTopicIdError,
 )
+from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.storage.log_config import TOPIC_CONFIG
 
@@ -66,7 +67,9 @@ def register(
     metadata: MetadataCache,
     topics: TopicManager,
 ) -> None:
-    async def create_one(topic: Any, validate_only: bool, over_limit: bool) -> dict[str, Any]:
+    async def create_one(
+        topic: Any, validate_only: bool, over_limit: bool, timeout_ms: int
+    ) -> dict[str, Any]:
         name = topic.name
         try:
             if over_limit:
@@ -75,7 +78,9 @@ def register(
                     "Excessively large number of partitions per request: more than "
                     f"{MAX_PARTITIONS_PER_REQUEST}"
                 )
-            created = await topics.create_topic(_new_topic(topic), validate_only=validate_only)
+            created = await topics.create_topic(
+                _new_topic(topic), validate_only=validate_only, timeout_ms=timeout_ms
+            )
             return {
                 "name": name,
                 "topic_id": created.info.topic_id,
@@ -92,7 +97,10 @@ def register(
         validate_only = getattr(body, "validate_only", False)
         total = sum(max(_requested_partitions(config(), t), 0) for t in body.topics)
         over = total > MAX_PARTITIONS_PER_REQUEST
-        results = [await create_one(topic, validate_only, over) for topic in body.topics]
+        timeout_ms = duration_ms(body.timeout)
+        results = [
+            await create_one(topic, validate_only, over, timeout_ms) for topic in body.topics
+        ]
         return respond(header, {"throttle_time": 0, "topics": results})
 
     async def delete_topics(header: RequestHeader, body: Any) -> Any:
@@ -111,7 +119,7 @@ def register(
                         raise UnknownTopicIdError(f"no topic has id {topic_id}")
                     name = found.name
                 refuse_client_change(metadata, name or "", "delete")
-                info = await topics.delete_topic(name or "")
+                info = await topics.delete_topic(name or "", timeout_ms=duration_ms(body.timeout))
                 results.append(
                     {"name": info.name, "topic_id": info.topic_id, "error_code": ErrorCode.NONE}
                 )

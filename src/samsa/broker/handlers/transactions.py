@@ -38,8 +38,8 @@ from typing import Any
 
 from samsa.broker.api import respond
 from samsa.broker.config import BrokerConfig
+from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
 from samsa.broker.topic_manager import TopicManager
 from samsa.coordinator.group.coordinator import (
     GroupCoordinator,
@@ -90,7 +90,7 @@ def register(
     registry: ApiRegistry,
     *,
     config: Callable[[], BrokerConfig],
-    replicas: ReplicaManager,
+    metadata: MetadataCache,
     topic_manager: TopicManager,
     group_coordinator: GroupCoordinator,
     txn_coordinator: TransactionCoordinator,
@@ -109,10 +109,10 @@ def register(
         )
         if verify_only:
             codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, wanted)
-        elif any(replicas.get(tp) is None for tp in wanted):
+        elif any(metadata.leadership(tp) is None for tp in wanted):
             codes = {
                 tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                if replicas.get(tp) is None
+                if metadata.leadership(tp) is None
                 else ErrorCode.OPERATION_NOT_ATTEMPTED
                 for tp in wanted
             }
@@ -189,7 +189,7 @@ def register(
                 p.committed_offset,
                 getattr(p, "committed_leader_epoch", -1),
                 p.committed_metadata or "",
-                topic_exists=replicas.get(TopicPartition(topic.name, p.partition_index))
+                topic_exists=metadata.leadership(TopicPartition(topic.name, p.partition_index))
                 is not None,
             )
             for topic in body.topics

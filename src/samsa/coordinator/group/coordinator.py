@@ -96,9 +96,56 @@ class GroupCoordinator:
         )
         self._expiry_timer: TimerHandle | None = None
         self._expiry_task: asyncio.Task[None] | None = None
+        self._owned: set[int] | None = None
+        """The offsets partitions whose groups this coordinator serves (None: all of them,
+        a single node)."""
 
     def partition_of(self, group: str) -> TopicPartition:
         return TopicPartition(OFFSETS_TOPIC, partition_for(group, self.partitions))
+
+    # -- which groups are this coordinator's (a cluster) -------------------------------
+    def own_led_partitions_only(self) -> None:
+        """A cluster: serve only the groups of the offsets partitions this broker leads
+        (:meth:`load_partition`); others are NOT_COORDINATOR."""
+        self._owned = set()
+
+    def coordinator_error(self, group_id: str) -> ErrorCode:
+        """NONE if this coordinator serves ``group_id``, else NOT_COORDINATOR (the client
+        finds the coordinator again)."""
+        if self._owned is None or partition_for(group_id, self.partitions) in self._owned:
+            return ErrorCode.NONE
+        return ErrorCode.NOT_COORDINATOR
+
+    def load_partition(self, index: int, partition_log: Log) -> None:
+        """This broker leads ``__consumer_offsets`` partition ``index`` now: take its groups
+        and offsets from the log and serve them."""
+        if self._owned is None or index in self._owned:
+            return
+        self.unload_partition(index)  # whatever an earlier leadership left behind
+        loaded = load_groups([partition_log])
+        self.offset_metadata_manager.load(loaded.offsets, loaded.pending)
+        self.group_metadata_manager.load(loaded.metadata, loaded.offsets)
+        groups = set(loaded.metadata) | set(loaded.offsets)
+        self.group_metadata_manager.start(groups)
+        self._owned.add(index)
+        log.info("coordinating the %d groups of %s", len(groups),
+                 TopicPartition(OFFSETS_TOPIC, index))  # fmt: skip
+
+    def unload_partition(self, index: int) -> None:
+        """Another broker leads partition ``index`` now: forget its groups (their waiting
+        requests are answered NOT_COORDINATOR)."""
+        if self._owned is None:
+            return
+        self._owned.discard(index)
+
+        def elsewhere(group_id: str) -> bool:
+            return partition_for(group_id, self.partitions) == index
+
+        removed = self.group_metadata_manager.unload(elsewhere)
+        self.offset_metadata_manager.unload(elsewhere)
+        if removed:
+            log.info("no longer coordinating the %d groups of %s", removed,
+                     TopicPartition(OFFSETS_TOPIC, index))  # fmt: skip
 
     # -- lifecycle -------------------------------------------------------------------
     def load(self, logs: Iterable[Log]) -> None:
@@ -116,8 +163,10 @@ class GroupCoordinator:
             )
 
     def start(self) -> None:
-        """Start session timers of loaded members and the periodic offset expiry."""
-        self.group_metadata_manager.start()
+        """Start session timers of loaded members and the periodic offset expiry (in a
+        cluster, a partition's members are armed as it is loaded)."""
+        if self._owned is None:
+            self.group_metadata_manager.start()
         self._schedule_expiry()
 
     async def shutdown(self) -> None:
@@ -149,6 +198,8 @@ class GroupCoordinator:
 
     # -- membership ------------------------------------------------------------------
     async def join(self, req: JoinRequest) -> JoinResult:
+        if error := self.coordinator_error(req.group_id):
+            return JoinResult(error, req.member_id)
         return await self.group_metadata_manager.join(req)
 
     async def sync(
@@ -162,6 +213,8 @@ class GroupCoordinator:
         protocol_name: str | None,
         assignments: Mapping[str, bytes],
     ) -> SyncResult:
+        if error := self.coordinator_error(group_id):
+            return SyncResult(error)
         return await self.group_metadata_manager.sync(
             group_id,
             generation,
@@ -175,6 +228,8 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, generation: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
+        if error := self.coordinator_error(group_id):
+            return error
         return self.group_metadata_manager.heartbeat(
             group_id, generation, member_id, group_instance_id
         )
@@ -182,6 +237,8 @@ class GroupCoordinator:
     def leave(
         self, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
+        if error := self.coordinator_error(group_id):
+            return error, [error] * len(members)
         return self.group_metadata_manager.leave(group_id, members)
 
     # -- offsets ---------------------------------------------------------------------
@@ -194,6 +251,8 @@ class GroupCoordinator:
         before_write: Callable[[], Awaitable[None]] = _nothing,
     ) -> list[ErrorCode]:
         """OffsetCommit; see :meth:`OffsetMetadataManager.commit_offsets`."""
+        if error := self.coordinator_error(member.group_id):
+            return [error] * len(partitions)
         return await self.offset_metadata_manager.commit_offsets(
             member, partitions, metadata_max_bytes=metadata_max_bytes, before_write=before_write
         )
@@ -210,6 +269,8 @@ class GroupCoordinator:
         before_write: Callable[[], Awaitable[None]] = _nothing,
     ) -> list[ErrorCode]:
         """TxnOffsetCommit; see :meth:`OffsetMetadataManager.commit_transactional_offsets`."""
+        if error := self.coordinator_error(member.group_id):
+            return [error] * len(partitions)
         return await self.offset_metadata_manager.commit_transactional_offsets(
             member,
             producer_id,
@@ -253,6 +314,8 @@ class GroupCoordinator:
     async def delete_offsets(
         self, group_id: str, partitions: list[TopicPartition]
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        if error := self.coordinator_error(group_id):
+            return error, {}
         return await self.offset_metadata_manager.delete_offsets(group_id, partitions)
 
     async def expire_offsets(self) -> int:
@@ -265,7 +328,7 @@ class GroupCoordinator:
         return [
             (g.group_id, g.protocol_type or "", g.state.value)
             for g in self.group_metadata_manager.all_groups()
-            if not g.is_(GroupState.DEAD)
+            if not g.is_(GroupState.DEAD) and not self.coordinator_error(g.group_id)
         ]
 
     def describe(self, group_id: str) -> GroupDescription:
@@ -299,6 +362,8 @@ class GroupCoordinator:
             group = self.group_metadata_manager.get(group_id)
             if not group_id:
                 results[group_id] = ErrorCode.INVALID_GROUP_ID
+            elif error := self.coordinator_error(group_id):
+                results[group_id] = error
             elif group is None or group.is_(GroupState.DEAD):
                 results[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif not group.is_(GroupState.EMPTY):

@@ -78,11 +78,29 @@ class GroupMetadataManager:
             if group_id not in self._groups:
                 self._groups[group_id] = Group(group_id, state_timestamp=-1)
 
-    def start(self) -> None:
-        """Start the session timers of loaded members."""
-        for group in self._groups.values():
+    def start(self, group_ids: Iterable[str] | None = None) -> None:
+        """Start the session timers of loaded members (of ``group_ids``, or every group)."""
+        groups = (
+            self._groups.values()
+            if group_ids is None
+            else [g for gid in group_ids if (g := self._groups.get(gid)) is not None]
+        )
+        for group in groups:
             for member in group.members.values():
                 self._arm_session(group, member)
+
+    def unload(self, owned_elsewhere: Callable[[str], bool]) -> int:
+        """Forget the groups ``owned_elsewhere`` says this coordinator no longer owns (its
+        offsets partition is led elsewhere now): their waiting requests are answered
+        NOT_COORDINATOR, so the members find the new coordinator. Returns how many."""
+        gone = [g for gid, g in self._groups.items() if owned_elsewhere(gid)]
+        for group in gone:
+            group.cancel_timers()
+            for member in group.members.values():
+                member.complete_join(JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                member.complete_sync(SyncResult(ErrorCode.NOT_COORDINATOR))
+            del self._groups[group.group_id]
+        return len(gone)
 
     async def shutdown(self) -> None:
         """Cancel every timer, answer waiting requests, let stores in flight finish."""

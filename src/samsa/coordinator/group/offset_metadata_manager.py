@@ -89,9 +89,20 @@ class OffsetMetadataManager:
         self._pending_txn: dict[int, OffsetsByGroup] = {}
 
     def load(self, offsets: OffsetsByGroup, pending: dict[int, OffsetsByGroup]) -> None:
-        """Take the committed and pending offsets the loader read."""
-        self._offsets = offsets
-        self._pending_txn = pending
+        """Take the committed and pending offsets the loader read (of one partition or all)."""
+        self._offsets.update(offsets)
+        for producer_id, groups in pending.items():
+            self._pending_txn.setdefault(producer_id, {}).update(groups)
+
+    def unload(self, owned_elsewhere: Callable[[str], bool]) -> None:
+        """Forget the offsets of the groups ``owned_elsewhere`` names."""
+        for group_id in [g for g in self._offsets if owned_elsewhere(g)]:
+            del self._offsets[group_id]
+        for producer_id, groups in list(self._pending_txn.items()):
+            for group_id in [g for g in groups if owned_elsewhere(g)]:
+                del groups[group_id]
+            if not groups:
+                del self._pending_txn[producer_id]
 
     def groups_with_offsets(self) -> list[str]:
         return list(self._offsets)

@@ -171,6 +171,9 @@ class TransactionCoordinator:
         self._txns: dict[str, TransactionMetadata] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._periodic: list[asyncio.Task[None]] = []
+        self._owned: set[int] | None = None
+        """The ``__transaction_state`` partitions whose ids this coordinator serves (None:
+        all of them, a single node)."""
 
     def partition_of(self, transactional_id: str) -> TopicPartition:
         return TopicPartition(
@@ -181,6 +184,45 @@ class TransactionCoordinator:
         return TopicPartition(
             OFFSETS_TOPIC, partition_for(group_id, self.config.offsets_topic_partitions)
         )
+
+    # -- which transactional ids are this coordinator's (a cluster) ---------------------
+    def own_led_partitions_only(self) -> None:
+        """A cluster: serve only the ids of the partitions this broker leads
+        (:meth:`load_partition`); others are NOT_COORDINATOR."""
+        self._owned = set()
+
+    def owns(self, transactional_id: str) -> bool:
+        return (
+            self._owned is None or partition_for(transactional_id, self.partitions) in self._owned
+        )
+
+    def coordinator_error(self, transactional_id: str) -> ErrorCode:
+        return ErrorCode.NONE if self.owns(transactional_id) else ErrorCode.NOT_COORDINATOR
+
+    def load_partition(self, index: int, partition_log: Log) -> None:
+        """This broker leads ``__transaction_state`` partition ``index`` now: take its ids
+        from the log, serve them, and complete the transactions left mid-way."""
+        if self._owned is None or index in self._owned:
+            return
+        self.unload_partition(index)
+        before = set(self._txns)
+        self.load([partition_log])
+        self._owned.add(index)
+        for transactional_id in set(self._txns) - before:
+            txn = self._txns[transactional_id]
+            if txn.state in PREPARING:
+                self._start_completion(txn)
+
+    def unload_partition(self, index: int) -> None:
+        """Another broker leads partition ``index`` now: forget its ids (their completions
+        in flight stop at their next write, which this broker can no longer make)."""
+        if self._owned is None:
+            return
+        self._owned.discard(index)
+        for transactional_id in [
+            t for t in self._txns if partition_for(t, self.partitions) == index
+        ]:
+            del self._txns[transactional_id]
 
     # -- lifecycle -------------------------------------------------------------------
     def load(self, logs: Iterable[Log]) -> None:
@@ -215,9 +257,10 @@ class TransactionCoordinator:
 
     def start(self) -> None:
         """Complete transactions loaded mid-way and start the timeout and expiry checks."""
-        for txn in self._txns.values():
-            if txn.state in PREPARING:
-                self._start_completion(txn)
+        if self._owned is None:  # in a cluster, completions start as partitions load
+            for txn in self._txns.values():
+                if txn.state in PREPARING:
+                    self._start_completion(txn)
         loop = asyncio.get_running_loop()
         cfg = self.config
         self._periodic = [
@@ -272,6 +315,8 @@ class TransactionCoordinator:
         """
         if not transactional_id:
             return InitResult(ErrorCode.INVALID_REQUEST)
+        if not self.owns(transactional_id):
+            return InitResult(ErrorCode.NOT_COORDINATOR)
         if (producer_id == NO_PRODUCER_ID) != (producer_epoch == NO_PRODUCER_EPOCH):
             return InitResult(ErrorCode.INVALID_REQUEST)
         if not 0 < transaction_timeout_ms <= self.config.max_timeout_ms:
@@ -341,6 +386,8 @@ class TransactionCoordinator:
         """The id's metadata if the request's producer is its current one, else the error."""
         if not transactional_id:
             return ErrorCode.INVALID_REQUEST, None
+        if not self.owns(transactional_id):
+            return ErrorCode.NOT_COORDINATOR, None
         txn = self._txns.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
@@ -406,7 +453,11 @@ class TransactionCoordinator:
         first). Kafka checks the epoch against the offsets partition's producer state
         (ErrorCode.INVALID_PRODUCER_EPOCH) and, with verification, the partition's membership
         (ErrorCode.INVALID_TXN_STATE); this answers the same from the coordinator's state.
+        In a cluster the transactional id's coordinator may be another broker: its
+        state is not here, and the commit is not checked (a deviation).
         """
+        if not self.owns(transactional_id):
+            return ErrorCode.NONE
         txn = self._txns.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
             return ErrorCode.INVALID_PRODUCER_ID_MAPPING
@@ -602,7 +653,7 @@ class TransactionCoordinator:
         now = self._timer.now_ms()
         found = []
         for txn in self._txns.values():
-            if txn.state is TransactionState.DEAD:
+            if txn.state is TransactionState.DEAD or not self.owns(txn.transactional_id):
                 continue
             if producers and txn.producer_id not in producers:
                 continue
@@ -626,6 +677,10 @@ class TransactionCoordinator:
             if not transactional_id:
                 described.append(
                     TransactionDescription(transactional_id, ErrorCode.INVALID_REQUEST)
+                )
+            elif not self.owns(transactional_id):
+                described.append(
+                    TransactionDescription(transactional_id, ErrorCode.NOT_COORDINATOR)
                 )
             elif txn is None or txn.state is TransactionState.DEAD:
                 described.append(

@@ -1,0 +1,49 @@
+"""OffsetForLeaderEpoch (key 23), versions 2–4: where a leader epoch ended on the leader.
+
+A follower asks before it fetches (KIP-101/279: it truncates its log to the
+answer, so two replicas never hold different records at one offset); a
+consumer asks to check its position after the leader changed (KIP-320). The
+answer is the requested epoch, or the largest epoch below it the leader's log
+has, and the offset where that epoch ended (the log end for the current epoch);
+-1 and -1 when the log knows no such epoch
+(:meth:`~samsa.storage.leader_epoch.LeaderEpochCache.end_offset_for`). Only the
+leader answers (NOT_LEADER_OR_FOLLOWER elsewhere); a ``current_leader_epoch``
+older or newer than the leader's is FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.broker.api import respond
+from samsa.broker.registry import ApiRegistry
+from samsa.broker.replica_manager import ReplicaManager
+from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.codec import RequestHeader
+from samsa.types import TopicPartition
+
+API_KEY = 23
+
+
+def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
+    async def handle(header: RequestHeader, body: Any) -> Any:
+        topics = []
+        for topic in body.topics:
+            partitions = []
+            for p in topic.partitions:
+                entry: dict[str, Any] = {"partition": p.partition}
+                try:
+                    epoch, end_offset = replicas.end_offset_for_epoch(
+                        TopicPartition(topic.topic, p.partition),
+                        p.leader_epoch,
+                        p.current_leader_epoch,
+                    )
+                    entry.update(error_code=ErrorCode.NONE, leader_epoch=epoch,
+                                 end_offset=end_offset)  # fmt: skip
+                except KafkaError as exc:
+                    entry.update(error_code=exc.code, leader_epoch=-1, end_offset=-1)
+                partitions.append(entry)
+            topics.append({"topic": topic.topic, "partitions": partitions})
+        return respond(header, {"throttle_time": 0, "topics": topics})
+
+    registry.add(API_KEY, 2, 4, handle)

@@ -1,0 +1,291 @@
+"""A local samsa cluster: a real ZooKeeper and several ``samsa serve`` processes.
+
+:func:`start_cluster` starts ZooKeeper (Debian's package, :mod:`samsa.testing.zookeeper`)
+and ``brokers`` brokers on loopback, each with its data in ``<path>/broker-<id>``;
+the returned :class:`LocalCluster` kills (SIGKILL), pauses (SIGSTOP), resumes,
+stops and restarts brokers by id and says who leads what, reading ZooKeeper.
+``python -m samsa.testing.cluster`` (``make cluster``) runs one until Ctrl-C.
+
+Each broker keeps its port across restarts. The internal topics get as many
+replicas as there are brokers, up to three (``offsets.topic.replication.factor``,
+``transaction.state.log.replication.factor``), and ``transaction.state.log.min.isr``
+one less, at least one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from samsa.testing.broker import BrokerProcess
+from samsa.testing.zookeeper import ZooKeeperServer, free_port
+
+DEFAULT_SESSION_TIMEOUT_MS = 6000
+
+
+class LocalCluster:
+    """ZooKeeper and brokers ``1…n`` as processes; see the module docstring."""
+
+    def __init__(
+        self,
+        path: Path,
+        brokers: int = 3,
+        overrides: Sequence[str] = (),
+        *,
+        zookeeper_connect: str | None = None,
+        ports: Sequence[int] | None = None,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+    ) -> None:
+        self.path = path
+        self.size = brokers
+        self.overrides = list(overrides)
+        self.session_timeout_ms = session_timeout_ms
+        self.zookeeper: ZooKeeperServer | None = None
+        self._zookeeper_connect = zookeeper_connect
+        chosen = list(ports) if ports is not None else [free_port() for _ in range(brokers)]
+        self.brokers: dict[int, BrokerProcess] = {}
+        for broker_id, port in zip(range(1, brokers + 1), chosen, strict=True):
+            self.brokers[broker_id] = BrokerProcess(
+                path / f"broker-{broker_id}", self._broker_overrides(broker_id), port
+            )
+        self._paused: set[int] = set()
+        self._kazoo: object | None = None
+
+    @property
+    def zookeeper_connect(self) -> str:
+        if self._zookeeper_connect is None:
+            raise RuntimeError("the cluster is not started")
+        return self._zookeeper_connect
+
+    def _broker_overrides(self, broker_id: int) -> list[str]:
+        replicas = min(self.size, 3)
+        return [
+            f"broker.id={broker_id}",
+            f"zookeeper.session.timeout.ms={self.session_timeout_ms}",
+            f"offsets.topic.replication.factor={replicas}",
+            f"transaction.state.log.replication.factor={replicas}",
+            f"transaction.state.log.min.isr={max(replicas - 1, 1)}",
+            *self.overrides,
+        ]
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port,…`` of every broker (clients find the live ones)."""
+        return ",".join(f"127.0.0.1:{broker.port}" for broker in self.brokers.values())
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self, timeout: float = 60.0) -> LocalCluster:
+        if self._zookeeper_connect is None:
+            self.zookeeper = ZooKeeperServer(self.path / "zookeeper").start()
+            self._zookeeper_connect = f"{self.zookeeper.connect}/samsa"
+        for broker in self.brokers.values():
+            broker.overrides.append(f"zookeeper.connect={self._zookeeper_connect}")
+        try:
+            for broker in self.brokers.values():
+                broker.start(timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Stop every broker (SIGCONT first if paused), then ZooKeeper."""
+        for broker_id in list(self._paused):
+            self.resume(broker_id)
+        for broker in self.brokers.values():
+            if broker.process is not None:
+                try:
+                    broker.stop(30)
+                except Exception:
+                    broker.kill()
+        self._close_kazoo()
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- faults ---------------------------------------------------------------------------
+    def kill(self, broker_id: int) -> None:
+        """SIGKILL the broker (its ZooKeeper session lives on until it times out)."""
+        self._paused.discard(broker_id)
+        self.brokers[broker_id].kill()
+
+    def stop(self, broker_id: int, timeout: float = 30.0) -> int:
+        """SIGTERM: a clean shutdown. Returns the exit code."""
+        return self.brokers[broker_id].stop(timeout)
+
+    def pause(self, broker_id: int) -> None:
+        """SIGSTOP: the process hangs (as in a long GC pause or a frozen VM)."""
+        process = self.brokers[broker_id].process
+        if process is not None:
+            os.kill(process.pid, signal.SIGSTOP)
+            self._paused.add(broker_id)
+
+    def resume(self, broker_id: int) -> None:
+        process = self.brokers[broker_id].process
+        if process is not None:
+            os.kill(process.pid, signal.SIGCONT)
+        self._paused.discard(broker_id)
+
+    def start_broker(self, broker_id: int, timeout: float = 60.0) -> None:
+        """Start a stopped or killed broker again, on its port and data."""
+        broker = self.brokers[broker_id]
+        if broker.process is None:
+            broker.start(timeout)
+
+    def restart(self, broker_id: int, timeout: float = 60.0) -> None:
+        """Stop the broker (cleanly, if it runs) and start it again."""
+        broker = self.brokers[broker_id]
+        if broker_id in self._paused:
+            self.resume(broker_id)
+        if broker.process is not None:
+            broker.stop()
+        broker.start(timeout)
+
+    def alive(self) -> list[int]:
+        return [b for b, p in self.brokers.items() if p.process is not None]
+
+    # -- what ZooKeeper says --------------------------------------------------------------
+    def _zk(self) -> object:
+        from kazoo.client import KazooClient
+
+        if self._kazoo is None:
+            client = KazooClient(hosts=self.zookeeper_connect, timeout=10.0)
+            client.start(timeout=10.0)
+            self._kazoo = client
+        return self._kazoo
+
+    def _close_kazoo(self) -> None:
+        if self._kazoo is not None:
+            client = self._kazoo
+            self._kazoo = None
+            client.stop()  # type: ignore[attr-defined]
+            client.close()  # type: ignore[attr-defined]
+
+    def _read_json(self, path: str) -> dict[str, object] | None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, _ = self._zk().get(path)  # type: ignore[attr-defined]
+        except NoNodeError:
+            return None
+        value = json.loads(data)
+        return value if isinstance(value, dict) else None
+
+    def partition_state(self, topic: str, partition: int) -> dict[str, object] | None:
+        """The partition's state znode: ``leader``, ``leader_epoch``, ``isr``…"""
+        return self._read_json(f"/brokers/topics/{topic}/partitions/{partition}/state")
+
+    def leader_of(self, topic: str, partition: int = 0) -> int:
+        """The partition's leader (-1: none)."""
+        state = self.partition_state(topic, partition)
+        leader = state.get("leader", -1) if state else -1
+        return leader if isinstance(leader, int) else -1
+
+    def isr_of(self, topic: str, partition: int = 0) -> list[int]:
+        state = self.partition_state(topic, partition)
+        isr = state.get("isr", []) if state else []
+        return [b for b in isr if isinstance(b, int)] if isinstance(isr, list) else []
+
+    def controller(self) -> int:
+        """The active controller's broker id (-1: none)."""
+        value = self._read_json("/controller")
+        broker = value.get("brokerid", -1) if value else -1
+        return broker if isinstance(broker, int) else -1
+
+    def registered(self) -> list[int]:
+        """Broker ids with a live ZooKeeper session."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            children = self._zk().get_children("/brokers/ids")  # type: ignore[attr-defined]
+        except NoNodeError:
+            return []
+        return sorted(int(c) for c in children)
+
+    def wait_until(self, check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+        """Return once ``check()`` holds; raise TimeoutError naming ``what`` after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not reached in {timeout} s: {what}")
+            time.sleep(0.05)
+
+    def wait_for_leader(
+        self, topic: str, partition: int = 0, *, not_in: Sequence[int] = (), timeout: float = 60.0
+    ) -> int:
+        """Wait until the partition has a live leader outside ``not_in``; return it."""
+
+        def led() -> bool:
+            leader = self.leader_of(topic, partition)
+            return leader >= 0 and leader not in not_in and leader in self.registered()
+
+        self.wait_until(led, f"{topic}-{partition} led by a live broker not in {list(not_in)}",
+                        timeout)  # fmt: skip
+        return self.leader_of(topic, partition)
+
+
+def start_cluster(
+    path: Path,
+    brokers: int = 3,
+    overrides: Sequence[str] = (),
+    *,
+    zookeeper_connect: str | None = None,
+    timeout: float = 60.0,
+) -> LocalCluster:
+    """Start ZooKeeper (unless ``zookeeper_connect`` names one) and ``brokers`` brokers."""
+    return LocalCluster(path, brokers, overrides, zookeeper_connect=zookeeper_connect).start(
+        timeout
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m samsa.testing.cluster``: run a local cluster until Ctrl-C."""
+    parser = argparse.ArgumentParser(
+        prog="python -m samsa.testing.cluster",
+        description="ZooKeeper and samsa brokers on 127.0.0.1, stopped together on Ctrl-C.",
+    )
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--data", type=Path, default=Path("./data"))
+    parser.add_argument("--port", type=int, default=9092, help="the first broker's port")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    ports = [args.port + i for i in range(args.brokers)]
+    cluster = LocalCluster(
+        args.data, args.brokers, args.override, ports=ports, session_timeout_ms=18_000
+    )
+    stop = False
+
+    def interrupted(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
+    cluster.start()
+    print(f"ZooKeeper: {cluster.zookeeper_connect}", flush=True)
+    for broker_id, broker in cluster.brokers.items():
+        print(f"broker {broker_id}: {broker.bootstrap}  data {broker.data_dir}  "
+              f"log {broker.log_path}", flush=True)  # fmt: skip
+    print(f"bootstrap.servers={cluster.bootstrap}   (Ctrl-C stops them all)", flush=True)
+    try:
+        while not stop:
+            time.sleep(0.2)
+    finally:
+        print("stopping the brokers and ZooKeeper…", flush=True)
+        cluster.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
