@@ -19,15 +19,23 @@ Owned by the event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
+import os
 import resource
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from samsa.broker.rate_limited_log import RateLimitedLog
 
-__all__ = ["Acceptor", "ConnectionQuotas", "raise_open_files_limit"]
+__all__ = [
+    "Acceptor",
+    "ConnectionQuotas",
+    "SpareDescriptor",
+    "is_out_of_descriptors",
+    "raise_open_files_limit",
+]
 
 log = logging.getLogger(__name__)
 
@@ -220,3 +228,39 @@ class Acceptor:
     def _retry_accept(self) -> None:
         self._retry = None
         self._start_reading()
+
+
+class SpareDescriptor:
+    """One descriptor kept open (on ``/dev/null``) to be given up when the process has no
+    other: :meth:`lend` closes it for the length of a ``with`` block, so work that must not
+    fail for lack of a descriptor (importing a protocol schema the first time a request of
+    its kind arrives) can open its file, and takes it back afterwards."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._take()
+
+    def _take(self) -> None:
+        try:
+            self._fd = os.open(os.devnull, os.O_RDONLY)
+        except OSError:
+            self._fd = None  # none to spare now: taken again after the next lend
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[None]:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        try:
+            yield
+        finally:
+            self._take()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def is_out_of_descriptors(exc: OSError) -> bool:
+    return exc.errno in (errno.EMFILE, errno.ENFILE)

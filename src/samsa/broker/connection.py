@@ -58,6 +58,10 @@ class ConnectionHost(Protocol):
 
     def connection_opened(self, connection: Connection) -> None: ...
 
+    def load_schemas(self, api_key: int, api_version: int) -> None:
+        """Have the classes of this API version imported (once, before its first request)."""
+        ...
+
     def connection_closed(self, connection: Connection) -> None: ...
 
 
@@ -306,7 +310,13 @@ class Connection(asyncio.Protocol):
     async def _socket_writable(self) -> None:
         loop = asyncio.get_running_loop()
         if self._watch_fd < 0:
-            self._watch_fd = os.dup(self._socket_fd)
+            try:
+                self._watch_fd = os.dup(self._socket_fd)
+            except OSError:
+                # No descriptor to spare (RLIMIT_NOFILE reached): look again shortly
+                # rather than fail a read of data that is on disk.
+                await asyncio.sleep(_NO_DESCRIPTOR_RETRY_S)
+                return
         ready: asyncio.Future[None] = loop.create_future()
 
         def wake() -> None:
@@ -329,6 +339,7 @@ class Connection(asyncio.Protocol):
             if api_key == API_VERSIONS_KEY:
                 return encode_response(correlation_id, unsupported_version_response(registry))
             raise _CloseConnection(f"API key {api_key} version {api_version} is not served")
+        self.broker.load_schemas(api_key, api_version)
         try:
             header, body = decode_request(frame)
         except RequestDecodeError as exc:
@@ -372,6 +383,7 @@ class Connection(asyncio.Protocol):
 
 
 _SENDFILE_STALL_S = 30.0
+_NO_DESCRIPTOR_RETRY_S = 0.005
 
 
 class _CloseConnection(Exception):

@@ -22,7 +22,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from samsa.broker.acceptor import Acceptor, ConnectionQuotas, raise_open_files_limit
+from samsa.broker.acceptor import (
+    Acceptor,
+    ConnectionQuotas,
+    SpareDescriptor,
+    is_out_of_descriptors,
+    raise_open_files_limit,
+)
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.connection import Connection
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
@@ -46,6 +52,7 @@ from samsa.coordinator.transaction.coordinator import (
     WriteMarkerFn,
 )
 from samsa.errors import ConfigError, SamsaError
+from samsa.protocol.codec import load_schemas
 from samsa.storage import Log, LogManager
 from samsa.storage.validator import AppendOrigin
 from samsa.types import TopicPartition
@@ -192,6 +199,8 @@ class Broker:
         idle_ms = config["connections.max.idle.ms"]
         self.connections_max_idle_s: float | None = idle_ms / 1000 if idle_ms >= 0 else None
         self._accepting: set[asyncio.Task[Any]] = set()
+        self._spare_descriptor = SpareDescriptor()
+        self._schemas_loaded: set[tuple[int, int]] = set()
         self._stopped = asyncio.Event()
         self._ready = False
         self.stopped_cleanly = False
@@ -330,6 +339,22 @@ class Broker:
         if task.cancelled() or task.exception() is not None:
             sock.close()
             self._release_quota(ip)
+
+    def load_schemas(self, api_key: int, api_version: int) -> None:
+        """Import the protocol classes of an API version before its first request is decoded;
+        with no descriptor left (RLIMIT_NOFILE reached) the spare one is lent for it, so a
+        request is never refused for lack of the file of its schema."""
+        pair = (api_key, api_version)
+        if pair in self._schemas_loaded:
+            return
+        try:
+            load_schemas(api_key, api_version)
+        except OSError as exc:
+            if not is_out_of_descriptors(exc):
+                raise
+            with self._spare_descriptor.lend():
+                load_schemas(api_key, api_version)
+        self._schemas_loaded.add(pair)
 
     def connection_opened(self, connection: Connection) -> None:
         self._connections.add(connection)

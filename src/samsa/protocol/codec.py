@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from kio.index import load_request_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
@@ -114,6 +114,15 @@ def _request_codec(api_key: int, api_version: int) -> _RequestCodec | None:
         codec = _RequestCodec(cls, entity_reader(cls), flexible_header)
         _request_codecs[api_key, api_version] = codec
     return codec
+
+
+def load_schemas(api_key: int, api_version: int) -> None:
+    """Import the request and response classes of one API version now (kio imports a
+    module per version on first use), so decoding and answering need no file later."""
+    request_class(api_key, api_version)
+    name = api_key_map.get(api_key)
+    if name is not None and api_version in schema_name_map[name]:
+        load_response_schema(api_key, api_version)
 
 
 def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
