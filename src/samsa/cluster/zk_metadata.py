@@ -92,10 +92,11 @@ class ZkMetadataCache:
         await self._events.stop()
 
     async def resync(self) -> None:
-        """Read brokers, topics and states again and set every watch (a new session)."""
+        """Read brokers, topics, configs and states again and set every watch (a new
+        session: the old one's watches are gone, and what they would have said too)."""
         await self._read_controller()
         await self._read_brokers()
-        await self._read_topics()
+        await self._read_topics(everything=True)
         self._notify()
 
     def _notify(self) -> None:
@@ -222,14 +223,14 @@ class ZkMetadataCache:
             self.brokers = brokers
             self.listener.on_brokers_changed(dict(brokers))
 
-    async def _read_topics(self) -> None:
+    async def _read_topics(self, *, everything: bool = False) -> None:
         names = set(await self.zk.get_topics(watch=lambda: self._enqueue(_TOPICS)))
         for topic in sorted(set(self.assignments) - names):
             self._forget(topic)
-        for topic in sorted(names - set(self.assignments)):
-            await self._read_topic(topic)
+        for topic in sorted(names if everything else names - set(self.assignments)):
+            await self._read_topic(topic, everything=everything)
 
-    async def _read_topic(self, topic: str) -> None:
+    async def _read_topic(self, topic: str, *, everything: bool = False) -> None:
         assignment = await self.zk.get_topic(topic, watch=lambda: self._enqueue(("topic", topic)))
         if assignment is None:
             if topic in self.assignments:
@@ -244,10 +245,17 @@ class ZkMetadataCache:
             self.configs[topic] = await self.zk.get_topic_config(
                 topic, watch=lambda: self._enqueue(("config", topic))
             )
+        elif everything:
+            await self._read_config(topic)
         self._update_info(topic)
         for partition in sorted(assignment.partitions):
             tp = TopicPartition(topic, partition)
-            if old is None or partition not in old.partitions or tp not in self.states:
+            if (
+                everything
+                or old is None
+                or partition not in old.partitions
+                or tp not in self.states
+            ):
                 await self._read_state(tp)
 
     async def _read_state(self, tp: TopicPartition) -> None:

@@ -78,7 +78,7 @@ class Services:
 
 
 def register_all(registry: ApiRegistry, s: Services) -> None:
-    config, advertised = s.current_config, s.current_advertised
+    config = s.current_config
     api_versions.register(registry)
     metadata.register(registry, s)
     topics.register(registry, config=config, metadata=s.metadata, topics=s.topics)
@@ -93,7 +93,7 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
         topics=s.topics,
     )
     partitions.register(registry, metadata=s.metadata, topics=s.topics, replicas=s.replica_manager)
-    cluster.register(registry, node_id=s.node_id, advertised=advertised, metadata=s.metadata)
+    cluster.register(registry, metadata=s.metadata)
     configs.register(registry, s)
     groups.register(
         registry,

@@ -1,6 +1,7 @@
-"""DescribeCluster (key 60, versions 0–2): this broker, the cluster id, the controller.
+"""DescribeCluster (key 60, versions 0–2): the live brokers, the cluster id, the controller.
 
-Single node: the one broker is also the controller and is never fenced. There
+The brokers are those registered now (a single node: itself, also the
+controller); none is ever fenced (a ZooKeeper cluster has no fencing). There
 is no authorizer, so ``include_cluster_authorized_operations`` answers every
 operation Kafka defines on the cluster resource, as a Kafka broker without an
 authorizer does; when not asked, the field keeps its "not computed" value.
@@ -10,13 +11,11 @@ Kafka broker refuses it: this is a broker endpoint.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from enum import IntEnum
 from typing import Any
 
 from samsa.broker.api import respond
 from samsa.broker.authorized_operations import cluster_operations
-from samsa.broker.config import Listener
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.errors import ErrorCode
@@ -45,19 +44,12 @@ def _endpoint_error(version: int, requested: int) -> dict[str, Any] | None:
     return {"error_code": code, "error_message": message, "controller_id": -1}
 
 
-def register(
-    registry: ApiRegistry,
-    *,
-    node_id: int,
-    advertised: Callable[[], Listener],
-    metadata: MetadataCache,
-) -> None:
+def register(registry: ApiRegistry, *, metadata: MetadataCache) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
         requested = getattr(body, "endpoint_type", EndpointType.BROKER)
         error = _endpoint_error(header.api_version, requested)
         if error is not None:
             return respond(header, {"throttle_time": 0, "endpoint_type": requested, **error})
-        listener = advertised()
         operations = cluster_operations(body.include_cluster_authorized_operations)
         return respond(
             header,
@@ -67,15 +59,16 @@ def register(
                 "error_message": None,
                 "endpoint_type": EndpointType.BROKER,
                 "cluster_id": metadata.cluster_id,
-                "controller_id": node_id,
+                "controller_id": metadata.controller_id(),
                 "brokers": [
                     {
-                        "broker_id": node_id,
-                        "host": listener.host,
-                        "port": listener.port,
-                        "rack": None,
+                        "broker_id": node.node_id,
+                        "host": node.host,
+                        "port": node.port,
+                        "rack": node.rack,
                         "is_fenced": False,
                     }
+                    for node in metadata.alive_brokers()
                 ],
                 "cluster_authorized_operations": operations,
             },

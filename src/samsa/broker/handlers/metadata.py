@@ -1,10 +1,14 @@
-"""Metadata (key 3), versions 0–13: brokers, cluster id, controller, topics, partitions.
+"""Metadata (key 3), versions 0–13, and DescribeTopicPartitions (key 75), version 0: live
+brokers, cluster id, controller, topics, each partition's leader, epoch, replicas, ISR
+and offline replicas.
 
 Topics named in a request that do not exist are created when both the request
 (``allow_auto_topic_creation``, implied before v4) and the broker
-(``auto.create.topics.enable``) allow it; creation is synchronous, so the
-answer already lists the new partitions (Kafka answers LEADER_NOT_AVAILABLE
-first and makes the client retry). ``__consumer_offsets`` and
+(``auto.create.topics.enable``) allow it. On a single node creation is
+synchronous, so the answer already lists the new partitions (Kafka answers
+LEADER_NOT_AVAILABLE first and makes the client retry); in a cluster the topic
+is written to ZooKeeper and the answer is LEADER_NOT_AVAILABLE until its
+leaders are elected, as Kafka's. ``__consumer_offsets`` and
 ``__transaction_state`` are created as their coordinators create them.
 
 There is no authorizer: asked for authorized operations (v8+), a topic answers
@@ -42,6 +46,7 @@ class MetadataServices(Protocol):
 
 
 API_KEY = 3
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 def partition_entries(metadata: MetadataCache, info: TopicInfo) -> list[dict[str, Any]]:
@@ -162,4 +167,46 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
             },
         )
 
+    async def describe_topic_partitions(header: RequestHeader, body: Any) -> Any:
+        """DescribeTopicPartitions (key 75, v0, KIP-966): Metadata's partitions, in pages of
+        ``response_partition_limit`` partitions, resumed from ``cursor``. No eligible
+        leader replicas (ELR): a ZooKeeper cluster has none, so those lists are empty."""
+        store = broker.metadata
+        names = sorted({t.name for t in body.topics} if body.topics else store.topics())
+        cursor = body.cursor
+        if cursor is not None:
+            names = [n for n in names if n >= cursor.topic_name]
+        budget = max(body.response_partition_limit, 1)
+        topics: list[dict[str, Any]] = []
+        next_cursor = None
+        for name in names:
+            info = store.get(name)
+            if info is None:
+                topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                               "topic_id": None, "is_internal": False, "partitions": [],
+                               "topic_authorized_operations": -(2**31)})  # fmt: skip
+                continue
+            first = (
+                cursor.partition_index if cursor is not None and cursor.topic_name == name else 0
+            )
+            entries = partition_entries(store, info)[first:]
+            if len(entries) > budget:
+                next_cursor = {"topic_name": name, "partition_index": first + budget}
+                entries = entries[:budget]
+            budget -= len(entries)
+            for entry in entries:
+                entry["eligible_leader_replicas"] = []
+                entry["last_known_elr"] = []
+            topics.append({"error_code": ErrorCode.NONE, "name": name,
+                           "topic_id": info.topic_id, "is_internal": info.is_internal,
+                           "partitions": entries,
+                           "topic_authorized_operations": topic_operations(True)})  # fmt: skip
+            if next_cursor is not None or budget <= 0:
+                following = names[names.index(name) + 1 :]
+                if next_cursor is None and following:
+                    next_cursor = {"topic_name": following[0], "partition_index": 0}
+                break
+        return respond(header, {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor})
+
     registry.add(API_KEY, 0, 13, handle)
+    registry.add(DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions)
