@@ -8,7 +8,7 @@ KCAT   := $(VENV)/.kcat
 SPARK  := $(VENV)/.spark
 ZK     := $(VENV)/.zookeeper
 
-.PHONY: run test test-slow lint bench pipeline clean
+.PHONY: run cluster test test-slow lint bench pipeline clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null \
@@ -47,6 +47,10 @@ $(SPARK): $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/samsa serve --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./data
+
+# ZooKeeper and three brokers on 127.0.0.1:9092-9094, data in ./data/broker-N; Ctrl-C stops all.
+cluster: $(STAMP) $(ZK)
+	$(BIN)/python -m samsa.testing.run_cluster --brokers 3 --port 9092 --data ./data
 
 lint: $(SPARK)
 	$(BIN)/ruff check src tests bench examples

@@ -1,12 +1,15 @@
-"""pytest plugin: the ``samsa_broker`` session fixture (a real broker process)."""
+"""pytest plugin: the ``samsa_broker`` session fixture (a real broker process) and the
+``samsa_cluster`` fixture (ZooKeeper and three brokers, for one test)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from samsa.testing.broker import BrokerProcess, start_broker
+from samsa.testing.cluster import LocalCluster, start_cluster
 
 
 @pytest.fixture(scope="session")
@@ -17,3 +20,14 @@ def samsa_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture
+def samsa_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """ZooKeeper and brokers 1, 2 and 3 for one test (it may kill, pause and restart them);
+    ``samsa_cluster.bootstrap`` is their addresses. Needs Debian's ``zookeeper`` package."""
+    cluster = start_cluster(tmp_path / "cluster", 3)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
