@@ -82,6 +82,32 @@ def whole_batches(data: bytes) -> memoryview:
     return memoryview(data)[:end]
 
 
+def truncation_point(
+    end_offset_for_epoch: Callable[[int], tuple[int, int]],
+    log_end_offset: int,
+    high_watermark: int,
+    leader_epoch: int,
+    leader_end_offset: int,
+) -> tuple[int, int | None]:
+    """Where a follower cuts its log after the leader answered OffsetForLeaderEpoch with
+    ``(leader_epoch, leader_end_offset)``, and the epoch to ask about next (None: done).
+
+    Kafka's rules (``AbstractFetcherThread``): a leader that knows no epoch at all
+    (end offset -1) leaves the follower only what was committed, its high watermark;
+    if the follower had the leader's epoch, it keeps what both wrote in it, up to the
+    earlier of their two end offsets; if it never had that epoch, it cuts to where its
+    own largest epoch below ends and asks about that one.
+    """
+    if leader_end_offset == UNDEFINED_EPOCH_OFFSET:
+        return min(high_watermark, log_end_offset), None
+    own_epoch, own_end = end_offset_for_epoch(leader_epoch)
+    if own_epoch == leader_epoch:
+        return min(leader_end_offset, own_end, log_end_offset), None
+    if own_epoch == UNDEFINED_EPOCH:
+        return min(leader_end_offset, log_end_offset), None
+    return min(own_end, log_end_offset), own_epoch
+
+
 class ReplicaFetcher:
     """Fetches the partitions this broker follows on one leader broker (one task)."""
 
@@ -250,20 +276,13 @@ class ReplicaFetcher:
         """Truncate by the leader's answer; the epoch to ask about next, or None when done."""
         partition = following.partition
         partition_log = partition.log
-        if end_offset == UNDEFINED_EPOCH_OFFSET:
-            target = partition_log.high_watermark
-            again = None
-        else:
-            own_epoch, own_end = partition_log.end_offset_for_epoch(leader_epoch)
-            if own_epoch == leader_epoch:
-                target, again = min(end_offset, own_end), None
-            elif own_epoch == UNDEFINED_EPOCH:
-                target, again = end_offset, None
-            else:
-                # This log never had the leader's epoch: cut to where its own epoch
-                # below that one ends, and ask the leader about that epoch.
-                target, again = own_end, own_epoch
-        target = min(target, partition_log.log_end_offset)
+        target, again = truncation_point(
+            partition_log.end_offset_for_epoch,
+            partition_log.log_end_offset,
+            partition_log.high_watermark,
+            leader_epoch,
+            end_offset,
+        )
         if target < partition_log.log_end_offset:
             log.info("%s: truncating from %d to %d to follow broker %d in epoch %d",
                      partition.tp, partition_log.log_end_offset, target, self.leader_id,
