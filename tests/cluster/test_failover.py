@@ -11,10 +11,12 @@ exactly once, at its acknowledged offset.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections import Counter
 
+import pytest
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.cluster.conftest import SESSION_TIMEOUT_MS, replica_records
@@ -101,9 +103,7 @@ def _full_isrs(cluster: LocalCluster) -> None:
 
 
 def test_killed_and_paused_leaders_lose_no_acknowledged_record(cluster: LocalCluster) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
-    topic = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
-    admin.create_topics([topic])[TOPIC].result(30)
+    create_failover_topic(cluster)
     writer = Writer(cluster.bootstrap)
     writer.start()
     try:
@@ -128,10 +128,15 @@ def test_killed_and_paused_leaders_lose_no_acknowledged_record(cluster: LocalClu
         _acked_grows(cluster, writer, 2000, "writes after every broker came back")
     finally:
         writer.finish()
+    check_replicas_and_acknowledgements(cluster, writer)
+
+
+def check_replicas_and_acknowledgements(cluster: LocalCluster, writer: Writer) -> None:
+    """Once every replica is back in sync and stopped: the replicas hold the same records at
+    the same offsets, no record twice, and every acknowledged record at its offset."""
     _full_isrs(cluster)
     for broker_id in cluster.alive():
         cluster.stop(broker_id)
-
     acked = writer.acks.acked
     assert acked, "nothing was acknowledged"
     for partition in range(PARTITIONS):
@@ -154,3 +159,42 @@ def test_killed_and_paused_leaders_lose_no_acknowledged_record(cluster: LocalClu
                     f"acknowledged {value!r} at {TOPIC}-{p}@{offset} is not there "
                     f"(found {stored.get(offset)!r})"
                 )
+
+
+def create_failover_topic(cluster: LocalCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    topic = NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})
+    admin.create_topics([topic])[TOPIC].result(30)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_fast_repeated_failovers_lose_nothing_and_leave_identical_replicas(
+    cluster: LocalCluster,
+) -> None:
+    """Twelve rounds: each kills or freezes the leader of some partition, waits for a new
+    leader, brings the old one back and, once writes go on, starts the next round without
+    waiting for it to catch up — so replicas that diverged at a failover must truncate,
+    sometimes while the next failover happens."""
+    create_failover_topic(cluster)
+    writer = Writer(cluster.bootstrap)
+    writer.start()
+    rng = random.Random(14)
+    try:
+        _acked_grows(cluster, writer, 2000, "writes before any fault")
+        for round_number in range(12):
+            partition = rng.randrange(PARTITIONS)
+            victim = cluster.leader_of(TOPIC, partition)
+            if round_number % 3 == 2:
+                cluster.pause(victim)
+                time.sleep(SESSION_TIMEOUT_MS / 1000 + 0.5)
+                cluster.wait_for_leader(TOPIC, partition, not_in=[victim])
+                cluster.resume(victim)
+            else:
+                cluster.kill(victim)
+                cluster.wait_for_leader(TOPIC, partition, not_in=[victim])
+                cluster.start_broker(victim)
+            _acked_grows(cluster, writer, 500, f"writes after round {round_number}")
+    finally:
+        writer.finish()
+    check_replicas_and_acknowledgements(cluster, writer)

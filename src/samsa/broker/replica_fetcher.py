@@ -171,18 +171,25 @@ class ReplicaFetcher:
                 if any(f.truncated for f in self.partitions.values()):
                     await self._fetch(connection)
                 else:
-                    await asyncio.sleep(backoff_s)
+                    await self._back_off()
             except asyncio.CancelledError:
                 raise
             except (SamsaError, OSError) as exc:
                 log.info("fetching from broker %d: %s; retrying in %.1f s", self.leader_id, exc,
                          backoff_s)  # fmt: skip
                 self.reconnect()
-                await asyncio.sleep(backoff_s)
+                await self._back_off()
             except Exception:
                 log.exception("fetching from broker %d failed; retrying", self.leader_id)
                 self.reconnect()
-                await asyncio.sleep(backoff_s)
+                await self._back_off()
+
+    async def _back_off(self) -> None:
+        """Wait ``replica.fetch.backoff.ms``, or less if a partition is added meanwhile (a
+        new state to follow: its truncation need not wait for the pause to end)."""
+        self._work.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._work.wait(), self.config.backoff_ms / 1000)
 
     async def _connect(self) -> BrokerConnection:
         connection = self._connection
@@ -344,7 +351,7 @@ class ReplicaFetcher:
                              ErrorCode(code).name)  # fmt: skip
         if failed:
             # Leadership moved (or is moving): wait for the new state, without spinning.
-            await asyncio.sleep(self.config.backoff_ms / 1000)
+            await self._back_off()
 
     async def _append(self, following: _Following, data: object) -> None:
         partition = following.partition
