@@ -61,6 +61,9 @@ class Writer(threading.Thread):
                 "enable.idempotence": True,
                 "linger.ms": 2,
                 "message.timeout.ms": 120_000,
+                # A frozen broker answers nothing: give up on its requests soon and send
+                # them to the new leader (they are retried, deduplicated by idempotence).
+                "request.timeout.ms": 3000,
                 **QUIET,
             }
         )
