@@ -23,15 +23,17 @@ def exchange(bootstrap: str, api_key: int, version: int, values: dict[str, Any])
         return read_response(sock, api_key, version)
 
 
-def request_frame(api_key: int, version: int, values: dict[str, Any]) -> bytes:
-    """A size-prefixed request frame built from ``values`` (correlation id 1)."""
+def request_frame(
+    api_key: int, version: int, values: dict[str, Any], correlation_id: int = 1
+) -> bytes:
+    """A size-prefixed request frame built from ``values``."""
     request_cls = load_request_schema(api_key, version)
     body = io.BytesIO()
     header_cls = request_cls.__header_schema__
     entity_writer(header_cls)(
         body,
         build(header_cls, {"request_api_key": api_key, "request_api_version": version,
-                           "correlation_id": 1, "client_id": "rawclient"}),
+                           "correlation_id": correlation_id, "client_id": "rawclient"}),
     )  # fmt: skip
     entity_writer(request_cls)(body, build(request_cls, values))
     payload = body.getvalue()
@@ -40,12 +42,17 @@ def request_frame(api_key: int, version: int, values: dict[str, Any]) -> bytes:
 
 def read_response(sock: socket.socket, api_key: int, version: int) -> Any:
     """Read one response frame from ``sock`` and return it decoded."""
+    return read_response_with_id(sock, api_key, version)[1]
+
+
+def read_response_with_id(sock: socket.socket, api_key: int, version: int) -> tuple[int, Any]:
+    """Read one response frame from ``sock``: its correlation id and the decoded response."""
     size = struct.unpack(">i", _recv(sock, 4))[0]
     frame = _recv(sock, size)
     response_cls = load_response_schema(api_key, version)
-    _header, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
+    header, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
     response, _ = entity_reader(response_cls)(frame, header_size)
-    return response
+    return int(header.correlation_id), response
 
 
 def _recv(sock: socket.socket, size: int) -> bytes:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.rawclient import exchange
+from tests.cluster.conftest import replica_records
+from tests.rawclient import exchange, read_response_with_id, request_frame
 
 from samsa.errors import ErrorCode
 from samsa.records import RecordBatchBuilder
@@ -107,3 +109,42 @@ def test_metadata_names_every_live_broker_and_each_partitions_replicas(
         assert list(partition.offline_replicas) == [victim]
         assert partition.leader_id in cluster.alive()
         assert partition.leader_epoch >= 0
+
+
+def _produce_frame(topic: str, value: bytes, acks: int, correlation_id: int) -> bytes:
+    builder = RecordBatchBuilder()
+    builder.append(value, timestamp=int(time.time() * 1000))
+    return request_frame(PRODUCE, 9, {
+        "transactional_id": None, "acks": acks, "timeout": 2000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0,
+                                                         "records": builder.build()}]}],
+    }, correlation_id)  # fmt: skip
+
+
+def test_an_acks_all_produce_waiting_for_replicas_does_not_hold_up_the_next_requests(
+    cluster: LocalCluster,
+) -> None:
+    _create(cluster, "pipelined")
+    leader = cluster.wait_for_leader("pipelined")
+    for follower in (b for b in cluster.brokers if b != leader):
+        cluster.pause(follower)  # still in the ISR: acks=all waits for them
+    with socket.create_connection(("127.0.0.1", cluster.brokers[leader].port), 30) as sock:
+        sock.sendall(_produce_frame("pipelined", b"waits", -1, 1))
+        sock.sendall(_produce_frame("pipelined", b"next", 1, 2))
+        # While the first waits (2 s) for the frozen followers, the second is appended.
+        cluster.wait_until(
+            lambda: (
+                [v for _, v in replica_records(cluster, leader, "pipelined", 0)]
+                == [b"waits", b"next"]
+            ),
+            "the request behind the waiting one appended",
+            timeout=1.5,
+        )
+        first_id, first = read_response_with_id(sock, PRODUCE, 9)
+        second_id, second = read_response_with_id(sock, PRODUCE, 9)
+    waited, answered = (r.responses[0].partition_responses[0] for r in (first, second))
+    # Answered in request order: the acks=all one timed out waiting for the frozen
+    # followers, the acks=1 one behind it was appended right after it.
+    assert (first_id, second_id) == (1, 2)
+    assert waited.error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert (answered.error_code, answered.base_offset) == (ErrorCode.NONE, waited.base_offset + 1)

@@ -1,10 +1,12 @@
 """What a request handler is, and the helpers every handler answers with.
 
 A handler takes the request header and the kio body and returns a kio
-response, a :class:`RawResponse` (already-encoded bytes and file regions), or
-None for no response; it may raise :class:`CloseConnectionRequest` to have the
-client's connection closed. Handler modules import from here and from the
-services they are given — never from the server, which imports them.
+response, a :class:`RawResponse` (already-encoded bytes and file regions), a
+:class:`Deferred` (a response that will be ready later: the connection goes on
+with the next request meanwhile), or None for no response; it may raise
+:class:`CloseConnectionRequest` to have the client's connection closed.
+Handler modules import from here and from the services they are given — never
+from the server, which imports them.
 """
 
 from __future__ import annotations
@@ -35,6 +37,16 @@ class RawResponse:
 
     chunks: list[Any]
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A response that waits on something other requests need not wait for (an acks=all
+    Produce waiting for its replicas): the connection handles the requests that follow
+    meanwhile and still writes every response in request order."""
+
+    response: Awaitable[Any]
+    """Gives the kio response (or a RawResponse, or None)."""
 
 
 class CloseConnectionRequest(SamsaError):

@@ -19,9 +19,10 @@ import asyncio
 import logging
 import os
 import time
+from collections import deque
 from typing import Any, Protocol, cast
 
-from samsa.broker.api import CloseConnectionRequest, RawResponse, client_host
+from samsa.broker.api import CloseConnectionRequest, Deferred, RawResponse, client_host
 from samsa.broker.config import BrokerConfig
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.memory_pool import RequestMemoryPool, release_freed_memory
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 _MAX_QUEUED_FRAMES = 64
+_MAX_LATER_RESPONSES = 64
 # A connection lost with this much of a frame received has its freed memory given back.
 _TRIM_AFTER_ABANDONED_BYTES = 1 << 20
 
@@ -90,6 +92,9 @@ class Connection(asyncio.Protocol):
         self._socket_fd = -1
         self._watch_fd = -1
         self._handler_failures = 0
+        self._later: deque[asyncio.Future[bytes | RawResponse | None]] = deque()
+        """Responses to write, in request order, once each is ready (see :class:`Deferred`)."""
+        self._writer: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -216,6 +221,8 @@ class Connection(asyncio.Protocol):
         self.broker.connection_closed(self)
         if self.worker is not None:
             self.worker.cancel()
+        if self._writer is not None:
+            self._writer.cancel()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
@@ -239,7 +246,7 @@ class Connection(asyncio.Protocol):
         try:
             while True:
                 await self._writable.wait()
-                self._busy = False
+                self._busy = bool(self._later)
                 frame = await self.queue.get()
                 self._busy = True
                 if self._paused and self.queue.qsize() < _MAX_QUEUED_FRAMES // 2:
@@ -248,32 +255,82 @@ class Connection(asyncio.Protocol):
                 response = await self._handle(frame)
                 self._release(len(frame))
                 self._last_active = time.monotonic()
+                if isinstance(response, asyncio.Future):
+                    await self._write_later(response)
+                    continue
                 if response is None:
+                    continue
+                if self._later or self._writer is not None:
+                    # Earlier responses are still on their way: this one goes after them.
+                    await self._write_later(_ready(response))
                     continue
                 if self.transport is None or self.transport.is_closing():
                     return
-                if isinstance(response, RawResponse):
-                    await self._write_chunks(response.chunks)
-                else:
-                    self.transport.write(response)
+                await self._write(response)
         except asyncio.CancelledError:
             pass
         except _CloseConnection as exc:
-            self.broker.bad_request_log.log(
-                logging.WARNING, "closing connection from %s: %s", self.peer, exc
-            )
-            self.close()
+            self._closing_for(exc)
         except (OSError, TimeoutError) as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
         except Exception as exc:
-            self.broker.bad_request_log.log(
-                logging.ERROR,
-                "closing connection from %s after an internal error: %s: %s",
-                self.peer, type(exc).__name__, exc,
-                exc_info=exc, traceback_limit=self.broker.handler_traceback_log,
-            )  # fmt: skip
+            self._failed(exc)
+
+    def _closing_for(self, exc: _CloseConnection) -> None:
+        self.broker.bad_request_log.log(
+            logging.WARNING, "closing connection from %s: %s", self.peer, exc
+        )
+        self.close()
+
+    def _failed(self, exc: Exception) -> None:
+        self.broker.bad_request_log.log(
+            logging.ERROR,
+            "closing connection from %s after an internal error: %s: %s",
+            self.peer, type(exc).__name__, exc,
+            exc_info=exc, traceback_limit=self.broker.handler_traceback_log,
+        )  # fmt: skip
+        self.close()
+
+    async def _write(self, response: bytes | RawResponse) -> None:
+        assert self.transport is not None
+        if isinstance(response, RawResponse):
+            await self._write_chunks(response.chunks)
+        else:
+            self.transport.write(response)
+
+    async def _write_later(self, response: asyncio.Future[bytes | RawResponse | None]) -> None:
+        """Queue a response to be written once those before it are; with too many queued,
+        wait for the oldest before reading the next request (backpressure)."""
+        self._later.append(response)
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write_in_order())
+        if len(self._later) >= _MAX_LATER_RESPONSES:
+            await asyncio.wait([self._later[0]])
+
+    async def _write_in_order(self) -> None:
+        """Write the queued responses in request order, each once it is ready."""
+        try:
+            while self._later:
+                response = await self._later[0]
+                self._later.popleft()
+                if response is None:
+                    continue
+                if self.transport is None or self.transport.is_closing():
+                    return
+                await self._writable.wait()
+                await self._write(response)
+        except asyncio.CancelledError:
+            pass
+        except _CloseConnection as exc:
+            self._closing_for(exc)
+        except (OSError, TimeoutError) as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
+        except Exception as exc:
+            self._failed(exc)
+        finally:
+            self._writer = None
 
     async def _write_chunks(self, chunks: list[Any]) -> None:
         """Write bytes through the transport and file regions with ``os.sendfile``.
@@ -329,7 +386,9 @@ class Connection(asyncio.Protocol):
         finally:
             loop.remove_writer(self._watch_fd)
 
-    async def _handle(self, frame: bytes) -> bytes | RawResponse | None:
+    async def _handle(
+        self, frame: bytes
+    ) -> bytes | RawResponse | asyncio.Future[bytes | RawResponse | None] | None:
         try:
             api_key, api_version, correlation_id = peek_header(frame)
         except RequestDecodeError as exc:
@@ -348,12 +407,30 @@ class Connection(asyncio.Protocol):
         assert handler is not None
         try:
             response: Any = await handler(header, body)
+            if isinstance(response, Deferred):
+                return asyncio.ensure_future(
+                    self._finish(api_key, api_version, correlation_id, response)
+                )
             if response is None or isinstance(response, RawResponse):
                 return response
             return encode_response(correlation_id, response)
         except CloseConnectionRequest as exc:
             raise _CloseConnection(str(exc)) from exc
         except Exception as exc:  # a handler bug: answered below, never raised per frame
+            return self._handler_failed(api_key, api_version, correlation_id, exc)
+
+    async def _finish(
+        self, api_key: int, api_version: int, correlation_id: int, deferred: Deferred
+    ) -> bytes | RawResponse | None:
+        """The encoded response of a :class:`Deferred`, once it is ready."""
+        try:
+            response: Any = await deferred.response
+            if response is None or isinstance(response, RawResponse):
+                return response
+            return encode_response(correlation_id, response)
+        except CloseConnectionRequest as exc:
+            raise _CloseConnection(str(exc)) from exc
+        except Exception as exc:
             return self._handler_failed(api_key, api_version, correlation_id, exc)
 
     def _handler_failed(
@@ -380,6 +457,12 @@ class Connection(asyncio.Protocol):
         if response is None:
             raise _CloseConnection(f"request (api key {api_key} v{api_version}) failed")
         return encode_response(correlation_id, response)
+
+
+def _ready(response: bytes | RawResponse) -> asyncio.Future[bytes | RawResponse | None]:
+    future: asyncio.Future[bytes | RawResponse | None] = asyncio.get_running_loop().create_future()
+    future.set_result(response)
+    return future
 
 
 _SENDFILE_STALL_S = 30.0

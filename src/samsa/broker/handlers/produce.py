@@ -20,9 +20,10 @@ with the usual idempotence checks.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
-from samsa.broker.api import CloseConnectionRequest, error_fields, respond
+from samsa.broker.api import CloseConnectionRequest, Deferred, error_fields, respond
 from samsa.broker.internal_topics import refuse_client_change
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
@@ -61,7 +62,7 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
         topics = []
         failed: KafkaError | None = None
         # acks=all: every partition is appended first, then all wait for their ISRs at once.
-        replicating: list[tuple[dict[str, Any], Any]] = []
+        replicating: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
         for topic in body.topic_data or ():
             name = getattr(topic, "name", None)
             if name is None:
@@ -107,14 +108,24 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
                 }
             )
         if replicating:
-            codes = await asyncio.gather(*(wait for _, wait in replicating))
-            for (entry, _), code in zip(replicating, codes, strict=True):
-                if code:
-                    entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
+            # Appended in order; the wait for the ISR does not hold up the connection's
+            # next requests (their responses still go out after this one).
+            return Deferred(replicated(header, topics, replicating))
         if acks == 0:
             if failed is not None:
                 raise CloseConnectionRequest(f"acks=0 produce failed: {failed}")
             return None
+        return respond(header, {"responses": topics, "throttle_time": 0})
+
+    async def replicated(
+        header: RequestHeader,
+        topics: list[dict[str, Any]],
+        replicating: list[tuple[dict[str, Any], Awaitable[ErrorCode]]],
+    ) -> Any:
+        codes = await asyncio.gather(*(wait for _, wait in replicating))
+        for (entry, _), code in zip(replicating, codes, strict=True):
+            if code:
+                entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
         return respond(header, {"responses": topics, "throttle_time": 0})
 
     registry.add(API_KEY, 3, 13, handle, advertised_min=0)
