@@ -386,6 +386,10 @@ class Broker:
         clean, so the next start recovers their logs.
         """
         try:
+            if self.cluster is not None and self._ready:
+                # Leadership moves first, while this broker still serves: clients and
+                # followers move to the new leaders before it stops answering.
+                await self.cluster.controlled_shutdown()
             for server in self._servers:
                 server.close()
             await self.group_coordinator.shutdown()

@@ -36,6 +36,7 @@ from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.partition import LeaderAndIsrState, Partition
 from samsa.broker.replica_fetcher import Endpoint, FetcherConfig, ReplicaFetcherManager
 from samsa.broker.replica_manager import ReplicaManager
+from samsa.cluster import zk_data
 from samsa.cluster.controller import Controller
 from samsa.cluster.kafka_zk import KafkaZk
 from samsa.cluster.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
@@ -132,6 +133,7 @@ class ZkCluster:
         self._tasks: set[asyncio.Task[None]] = set()
         self._isr_check: asyncio.Task[None] | None = None
         self._session_lost = False
+        self._leaving = False
 
     def attach(self, replica_manager: ReplicaManager) -> None:
         """Drive ``replica_manager``: leadership from the cache, fetchers, ISR writes."""
@@ -246,8 +248,47 @@ class ZkCluster:
 
     async def _rejoin(self) -> None:
         log.info("broker %d: new ZooKeeper session: registering and reading again", self.node_id)
-        await self._register()
+        if not self._leaving:
+            await self._register()
         await self.cache.resync()
+
+    # -- controlled shutdown --------------------------------------------------------------
+    async def controlled_shutdown(self) -> None:
+        """Move this broker's leaderships to other ISR members before it stops (Kafka's
+        controlled shutdown, ``controlled.shutdown.enable``).
+
+        The broker withdraws its registration while it goes on serving: the controller
+        sees it leave, elects a new leader among the other ISR members of each partition
+        it led and drops it from every ISR, and the clients follow the new leaders (their
+        requests here get NOT_LEADER_OR_FOLLOWER, which they retry). It returns once
+        this broker leads nothing with another live ISR member to lead instead, or after
+        ``controlled.shutdown.timeout.ms``.
+        """
+        if not self.config["controlled.shutdown.enable"]:
+            return
+        self._leaving = True
+        started = asyncio.get_running_loop().time()
+        try:
+            await self.client.delete(zk_data.broker_path(self.node_id))
+        except NoNodeError:
+            pass  # the session is already gone: the controller has moved on
+        except Exception as exc:
+            log.warning("controlled shutdown: cannot withdraw the registration: %s", exc)
+            return
+
+        def moved() -> bool:
+            return not any(
+                partition.is_leader and len(partition.isr) > 1
+                for partition in self.replica_manager.partitions()
+            )
+
+        timeout_s = self.config["controlled.shutdown.timeout.ms"] / 1000
+        done = await self.cache.wait_until(moved, timeout_s)
+        log.info(
+            "controlled shutdown: %s in %.0f ms",
+            "leadership moved" if done else "leadership still here after the timeout",
+            (asyncio.get_running_loop().time() - started) * 1000,
+        )
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         async def run() -> None:
