@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from tests.cluster.test_failover import (
     PARTITIONS,
     TOPIC,
@@ -13,6 +15,7 @@ from tests.cluster.test_failover import (
     check_replicas_and_acknowledgements,
     create_failover_topic,
 )
+from tests.integration.txn_copier import copy_topic
 
 from samsa.coordinator.group.records import partition_for
 from samsa.testing.cluster import LocalCluster
@@ -114,3 +117,51 @@ def test_a_group_goes_on_when_its_coordinators_broker_is_killed(cluster: LocalCl
                            timeout=60)  # fmt: skip
         reader.finish()
     assert [e for e in reader.errors if not e.retriable()] == []
+
+
+@pytest.mark.timeout(240)
+def test_an_exactly_once_copy_goes_on_when_its_transaction_coordinators_broker_is_killed(
+    cluster: LocalCluster,
+) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    for future in admin.create_topics(
+        [NewTopic(t, 3, 3, config={"min.insync.replicas": "2"}) for t in ("txn-in", "txn-out")]
+    ).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", **QUIET})
+    values = [b"value-%d" % i for i in range(3000)]
+    for i, value in enumerate(values):
+        producer.produce("txn-in", value, partition=i % 3)
+    assert producer.flush(30) == 0
+    result: list[object] = []
+
+    def copy() -> None:
+        try:
+            result.append(copy_topic(cluster.bootstrap, "txn-in", "txn-out", "copiers-2",
+                                     "copier-2", transaction_size=20, timeout=180))  # fmt: skip
+        except BaseException as exc:
+            result.append(exc)
+
+    copier = threading.Thread(target=copy, daemon=True)
+    copier.start()
+    txn_partition = partition_for("copier-2", 50)
+    cluster.wait_until(lambda: cluster.leader_of("__transaction_state", txn_partition) >= 0,
+                       "the transaction log created")  # fmt: skip
+    time.sleep(2)  # some transactions are committed
+    coordinator = cluster.leader_of("__transaction_state", txn_partition)
+    cluster.kill(coordinator)
+    copier.join(200)
+    assert result and not isinstance(result[0], BaseException), result
+    cluster.start_broker(coordinator)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "checker",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         **QUIET})  # fmt: skip
+    consumer.subscribe(["txn-out"])
+    copied: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(copied) < len(values) and time.monotonic() < deadline:
+        for message in consumer.consume(1000, 0.5):
+            if message.error() is None:
+                copied.append(message.value())
+    consumer.close()
+    assert sorted(copied) == sorted(values), "each input record copied exactly once"
