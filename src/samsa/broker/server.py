@@ -33,6 +33,7 @@ from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.connection import Connection
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
 from samsa.broker.handlers import Services, register_all
+from samsa.broker.handlers.elections import ElectionResults, single_node_elections
 from samsa.broker.marker_channel import TxnMarkerChannel
 from samsa.broker.memory_pool import RequestMemoryPool
 from samsa.broker.metadata_cache import LocalMetadataCache, MetadataCache
@@ -185,6 +186,11 @@ class Broker:
                 group_coordinator=self.group_coordinator,
                 txn_coordinator=self.txn_coordinator,
                 dynamic_config=self.dynamic_config,
+                elect_leaders=(
+                    single_node_elections(self.metadata)
+                    if self.cluster is None
+                    else self._elect_leaders
+                ),
             ),
         )
         self.bound: list[BoundAddress] = []
@@ -254,6 +260,12 @@ class Broker:
             ", ".join(str(d) for d in self.config.log_dirs),
             (time.monotonic() - started) * 1000,
         )
+
+    async def _elect_leaders(
+        self, partitions: list[TopicPartition] | None, unclean: bool
+    ) -> ElectionResults | None:
+        assert self.cluster is not None
+        return await self.cluster.controller.elect_leaders(partitions, unclean=unclean)
 
     async def _partitions_deleted(self, partitions: list[TopicPartition]) -> None:
         await self.group_coordinator.on_partitions_deleted(partitions)

@@ -37,7 +37,7 @@ from samsa.broker.partition import LeaderAndIsrState, Partition
 from samsa.broker.replica_fetcher import Endpoint, FetcherConfig, ReplicaFetcherManager
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.cluster import zk_data
-from samsa.cluster.controller import Controller
+from samsa.cluster.controller import Controller, LeaderRebalance
 from samsa.cluster.kafka_zk import KafkaZk
 from samsa.cluster.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from samsa.cluster.zk_data import BrokerRegistration, LeaderAndIsr
@@ -128,6 +128,11 @@ class ZkCluster:
             self.zk,
             self.node_id,
             unclean_leader_election=config["unclean.leader.election.enable"],
+            rebalance=LeaderRebalance(
+                config["auto.leader.rebalance.enable"],
+                config["leader.imbalance.check.interval.seconds"],
+                config["leader.imbalance.per.broker.percentage"],
+            ),
         )
         self.producer_ids = ZkProducerIds(self.zk, self.node_id)
         self._tasks: set[asyncio.Task[None]] = set()

@@ -154,6 +154,8 @@ def build_parser() -> argparse.ArgumentParser:
          "measure producer throughput and latency (kafka-producer-perf-test)"),
         ("consumer-perf-test", "consumer_perf",
          "measure consumer throughput (kafka-consumer-perf-test)"),
+        ("leader-election", "leader_election",
+         "elect preferred or unclean partition leaders (kafka-leader-election)"),
     ):  # fmt: skip
         # Every argument goes to the tool's own parser (prefix_chars no flag can use).
         tool = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")

@@ -24,10 +24,12 @@ leader's own conditional writes of the same znodes; a write that loses a race
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import enum
 import functools
 import logging
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -36,6 +38,7 @@ from samsa.cluster.events import EventQueue
 from samsa.cluster.kafka_zk import ControllerEpoch, ControllerMovedError, KafkaZk
 from samsa.cluster.zk_client import BadVersionError, NodeExistsError, ZkOp
 from samsa.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment
+from samsa.errors import ErrorCode
 from samsa.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,8 @@ class Event(enum.Enum):
     PARTITIONS_CHANGED = "partitions"  # a topic's assignment changed (partitions added)
     DELETIONS_QUEUED = "deletions"  # /admin/delete_topics children changed
     SESSION_LOST = "session"  # the ZooKeeper session expired: resign, elect again
+    ELECT_LEADERS = "elect-leaders"  # an ElectLeaders request (preferred or unclean)
+    REBALANCE = "rebalance"  # the periodic leader imbalance check
 
 
 @dataclass
@@ -87,11 +92,15 @@ class Controller:
         *,
         unclean_leader_election: bool = False,
         on_change: Callable[[], None] | None = None,
+        rebalance: LeaderRebalance | None = None,
     ) -> None:
         self.zk = zk
         self.broker_id = broker_id
         self.unclean_default = unclean_leader_election
         self.on_change = on_change
+        self.rebalance = rebalance or LeaderRebalance()
+        self._elections: deque[_ElectionRequest] = deque()
+        self._rebalancer: asyncio.Task[None] | None = None
         """Called after each event the active controller processed (tests, metrics)."""
         self.context: ControllerContext | None = None
         self._events: EventQueue[tuple[Event, str]] = EventQueue(
@@ -113,7 +122,12 @@ class Controller:
 
     async def stop(self) -> None:
         """Stop processing and give up ``/controller`` if this broker holds it."""
+        if self._rebalancer is not None:
+            self._rebalancer.cancel()
         await self._events.stop()
+        for request in self._elections:
+            if not request.result.done():
+                request.result.set_result(None)
         if self.context is not None:
             self.context = None
             with contextlib.suppress(Exception):  # the session may be gone already
@@ -122,6 +136,89 @@ class Controller:
     async def wait_idle(self) -> None:
         """Return once every event enqueued so far has been processed (tests)."""
         await self._events.wait_idle()
+
+    # -- leader elections on request (ElectLeaders) and the periodic rebalance ------------
+
+    async def elect_leaders(
+        self, partitions: list[TopicPartition] | None, *, unclean: bool
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]] | None:
+        """Run a preferred (or unclean) election for ``partitions`` (None: every partition)
+        as one controller event; each partition's error code and message, or None when
+        this broker is not the active controller."""
+        if self.context is None:
+            return None
+        result: asyncio.Future[dict[TopicPartition, tuple[ErrorCode, str | None]] | None] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._elections.append(_ElectionRequest(partitions, unclean, result))
+        self._enqueue(Event.ELECT_LEADERS)
+        return await result
+
+    async def _run_election(self, request: _ElectionRequest) -> None:
+        context = self.context
+        if context is None:
+            request.result.set_result(None)
+            return
+        try:
+            outcome = await self._elect_each(context, request.partitions, request.unclean)
+        except ControllerMovedError:
+            request.result.set_result(None)
+            raise
+        except Exception as exc:
+            request.result.set_exception(exc)
+            return
+        request.result.set_result(outcome)
+
+    async def _elect_each(
+        self, context: ControllerContext, partitions: list[TopicPartition] | None, unclean: bool
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        strategy = election.elect_unclean_leader if unclean else election.elect_preferred_leader
+        outcome: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        live = set(context.live_brokers)
+        for tp in context.partitions() if partitions is None else partitions:
+            if tp.topic in context.topics:
+                # Leaders change their ISRs themselves: decide on the state as it is now.
+                fresh = await self.zk.get_partition_state(tp)
+                if fresh is not None:
+                    context.states[tp] = fresh
+            if tp not in context.states:
+                outcome[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} does not exist")
+                continue
+            decide = functools.partial(
+                strategy, context.replicas(tp), live=live, controller_epoch=context.epoch.epoch
+            )
+            try:
+                await self._change_state(context, tp, decide)
+            except election.ElectionRefused as refused:
+                outcome[tp] = (refused.code, str(refused))
+            else:
+                outcome[tp] = (ErrorCode.NONE, None)
+        return outcome
+
+    async def _check_balance(self) -> None:
+        while True:
+            await asyncio.sleep(self.rebalance.check_interval_s)
+            self._enqueue(Event.REBALANCE)
+
+    async def _rebalance_leaders(self, context: ControllerContext) -> None:
+        """Give partitions back to their preferred leaders where a broker leads too few of
+        the ones it prefers (``auto.leader.rebalance.enable``)."""
+        partitions = context.partitions()
+        for tp in partitions:
+            fresh = await self.zk.get_partition_state(tp)
+            if fresh is not None:
+                context.states[tp] = fresh
+        chosen = election.imbalanced_partitions(
+            {tp: context.replicas(tp) for tp in partitions},
+            {tp: state.leader for tp, state in context.states.items()},
+            {tp: state.isr for tp, state in context.states.items()},
+            set(context.live_brokers),
+            self.rebalance.max_imbalance_percentage,
+        )
+        if chosen:
+            log.info("leader imbalance: giving %d partitions back to their preferred leaders",
+                     len(chosen))  # fmt: skip
+            await self._elect_each(context, [tp for tp in partitions if tp in chosen], False)
 
     # -- event plumbing -----------------------------------------------------------------
 
@@ -147,7 +244,9 @@ class Controller:
             self.on_change()
 
     async def _process(self, event: Event, topic: str) -> None:
-        if event is Event.ELECT:
+        if event is Event.ELECT_LEADERS:
+            await self._run_election(self._elections.popleft())
+        elif event is Event.ELECT:
             await self._elect()
         elif event is Event.SESSION_LOST:
             if self.context is not None:
@@ -164,6 +263,8 @@ class Controller:
             await self._on_partitions_changed(self.context, topic)
         elif event is Event.DELETIONS_QUEUED:
             await self._on_deletions(self.context)
+        elif event is Event.REBALANCE:
+            await self._rebalance_leaders(self.context)
 
     # -- election -----------------------------------------------------------------------
 
@@ -184,6 +285,8 @@ class Controller:
         self.context = ControllerContext(epoch)
         await self._watch_controller()
         await self._on_failover(self.context)
+        if self.rebalance.enabled and self._rebalancer is None:
+            self._rebalancer = asyncio.get_running_loop().create_task(self._check_balance())
 
     async def _watch_controller(self) -> bool:
         return await self.zk.client.exists(
@@ -404,3 +507,21 @@ def _elect_or_shrink(
     if elected is not None or current.leader not in live:
         return elected
     return election.drop_offline_from_isr(current, live, controller_epoch)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderRebalance:
+    """``auto.leader.rebalance.enable`` and its two settings, as Kafka names them."""
+
+    enabled: bool = False
+    check_interval_s: float = 300.0
+    """``leader.imbalance.check.interval.seconds``"""
+    max_imbalance_percentage: int = 10
+    """``leader.imbalance.per.broker.percentage``"""
+
+
+@dataclass(frozen=True, slots=True)
+class _ElectionRequest:
+    partitions: list[TopicPartition] | None
+    unclean: bool
+    result: asyncio.Future[dict[TopicPartition, tuple[ErrorCode, str | None]] | None]

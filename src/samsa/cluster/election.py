@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from samsa.cluster.zk_data import NO_LEADER, LeaderAndIsr
+from samsa.errors import ErrorCode
 
 
 def initial_state(
@@ -109,3 +110,71 @@ def drop_offline_from_isr(
     return LeaderAndIsr(
         current.leader, current.leader_epoch + 1, isr, controller_epoch, current.zk_version
     )
+
+
+class ElectionRefused(Exception):
+    """An election asked for (ElectLeaders) that cannot or need not happen, with the
+    Kafka error code that says why."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def elect_preferred_leader(
+    replicas: Sequence[int], current: LeaderAndIsr, live: Collection[int], controller_epoch: int
+) -> LeaderAndIsr:
+    """The preferred replica (the first of the assignment) as leader, when it is alive and
+    in the ISR (Kafka's ``PreferredReplicaPartitionLeaderElectionStrategy``)."""
+    preferred = replicas[0] if replicas else NO_LEADER
+    if current.leader == preferred:
+        raise ElectionRefused(ErrorCode.ELECTION_NOT_NEEDED, f"broker {preferred} already leads")
+    if preferred not in live or preferred not in current.isr:
+        raise ElectionRefused(
+            ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+            f"the preferred leader {preferred} is not alive and in the ISR {list(current.isr)}",
+        )
+    return LeaderAndIsr(
+        preferred, current.leader_epoch + 1, current.isr, controller_epoch, current.zk_version
+    )
+
+
+def elect_unclean_leader(
+    replicas: Sequence[int], current: LeaderAndIsr, live: Collection[int], controller_epoch: int
+) -> LeaderAndIsr:
+    """A leader for an offline partition, taken outside the ISR if no ISR member is alive
+    (records the ISR had and it lacks are lost: an operator's choice, ElectLeaders UNCLEAN)."""
+    if current.leader in live:
+        raise ElectionRefused(ErrorCode.ELECTION_NOT_NEEDED, f"broker {current.leader} leads")
+    elected = elect_offline_leader(replicas, current, live, controller_epoch, unclean=True)
+    if elected is None or elected.leader == NO_LEADER:
+        raise ElectionRefused(
+            ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            f"none of the replicas {list(replicas)} is alive",
+        )
+    return elected
+
+
+def imbalanced_partitions(
+    assignments: dict[object, Sequence[int]],
+    leaders: dict[object, int],
+    isrs: dict[object, Sequence[int]],
+    live: Collection[int],
+    max_imbalance_percentage: int,
+) -> list[object]:
+    """Partitions to give back to their preferred leader, broker by broker, where a broker
+    leads less than ``100 - max_imbalance_percentage`` % of the partitions it prefers
+    (Kafka's ``auto.leader.rebalance.enable`` check); only those whose preferred replica is
+    alive and in the ISR."""
+    preferred_of: dict[int, list[object]] = {}
+    for partition, replicas in assignments.items():
+        if replicas:
+            preferred_of.setdefault(replicas[0], []).append(partition)
+    chosen: list[object] = []
+    for broker, partitions in sorted(preferred_of.items()):
+        if broker not in live:
+            continue
+        not_led = [p for p in partitions if leaders.get(p) != broker]
+        if not_led and len(not_led) * 100 / len(partitions) > max_imbalance_percentage:
+            chosen += [p for p in not_led if broker in isrs.get(p, ())]
+    return chosen

@@ -195,6 +195,13 @@ class LocalCluster:
         isr = state.get("isr", []) if state else []
         return [b for b in isr if isinstance(b, int)] if isinstance(isr, list) else []
 
+    def replicas_of(self, topic: str, partition: int = 0) -> list[int]:
+        """The partition's assigned replicas, the preferred leader first."""
+        assignment = self._read_json(f"/brokers/topics/{topic}")
+        partitions = assignment.get("partitions", {}) if assignment else {}
+        replicas = partitions.get(str(partition), []) if isinstance(partitions, dict) else []
+        return [b for b in replicas if isinstance(b, int)]
+
     def controller(self) -> int:
         """The active controller's broker id (-1: none)."""
         value = self._read_json("/controller")

@@ -13,6 +13,7 @@ from samsa.broker.handlers import (
     api_versions,
     cluster,
     configs,
+    elections,
     fetch,
     groups,
     leader_epochs,
@@ -54,6 +55,7 @@ class Services:
         group_coordinator: GroupCoordinator,
         txn_coordinator: TransactionCoordinator,
         dynamic_config: DynamicBrokerConfig,
+        elect_leaders: elections.Elect,
     ) -> None:
         self.node_id = node_id
         self.current_config = config
@@ -65,6 +67,7 @@ class Services:
         self.group_coordinator = group_coordinator
         self.txn_coordinator = txn_coordinator
         self.dynamic_config = dynamic_config
+        self.elect_leaders = elect_leaders
 
     @property
     def config(self) -> BrokerConfig:
@@ -112,4 +115,5 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
         txn_coordinator=s.txn_coordinator,
     )
     txn_markers.register(registry, replicas=s.replica_manager)
+    elections.register(registry, elect=s.elect_leaders)
     producers.register(registry, replicas=s.replica_manager)

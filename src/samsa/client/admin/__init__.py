@@ -1,6 +1,7 @@
 """The admin client (:class:`AsyncAdmin`, :class:`Admin`) and the values it takes and returns."""
 
 from samsa.client.admin.client import Admin, AsyncAdmin
+from samsa.client.admin.replicas import ElectionType
 from samsa.client.admin.types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -32,6 +33,7 @@ __all__ = [
     "ConfigResource",
     "ConfigSource",
     "ConfigSynonym",
+    "ElectionType",
     "GroupDescription",
     "GroupListing",
     "ListOffsetsResult",

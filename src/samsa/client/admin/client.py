@@ -18,6 +18,7 @@ from typing import Any
 
 from samsa.client.admin.groups import GroupAdmin
 from samsa.client.admin.records import RecordAdmin
+from samsa.client.admin.replicas import ReplicaAdmin
 from samsa.client.admin.topics import TopicAdmin
 from samsa.client.config import ClientConfig
 from samsa.client.portal import LoopThread, blocking
@@ -25,7 +26,7 @@ from samsa.client.portal import LoopThread, blocking
 __all__ = ["Admin", "AsyncAdmin"]
 
 
-class AsyncAdmin(TopicAdmin, GroupAdmin, RecordAdmin):
+class AsyncAdmin(TopicAdmin, GroupAdmin, RecordAdmin, ReplicaAdmin):
     """Kafka's admin operations, asyncio flavour. Use ``async with AsyncAdmin(config)``
     or call :meth:`start` (done on first use) and :meth:`close`."""
 
@@ -75,3 +76,4 @@ class Admin:
     delete_records = blocking(AsyncAdmin.delete_records)
     list_offsets = blocking(AsyncAdmin.list_offsets)
     describe_cluster = blocking(AsyncAdmin.describe_cluster)
+    elect_leaders = blocking(AsyncAdmin.elect_leaders)
