@@ -156,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
          "measure consumer throughput (kafka-consumer-perf-test)"),
         ("leader-election", "leader_election",
          "elect preferred or unclean partition leaders (kafka-leader-election)"),
+        ("log-dirs", "log_dirs", "describe the brokers' log dirs (kafka-log-dirs)"),
     ):  # fmt: skip
         # Every argument goes to the tool's own parser (prefix_chars no flag can use).
         tool = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")

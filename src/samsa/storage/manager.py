@@ -260,6 +260,13 @@ class LogManager:
     def all_logs(self) -> dict[TopicPartition, Log]:
         return dict(self._logs)
 
+    def logs_by_dir(self) -> dict[Path, dict[TopicPartition, Log]]:
+        """Every log dir (``log.dirs``) and the logs it holds."""
+        found: dict[Path, dict[TopicPartition, Log]] = {d: {} for d in self.log_dirs}
+        for tp, partition_log in self._logs.items():
+            found[self._dir_of[tp]][tp] = partition_log
+        return found
+
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
         """The partition's log, created in the data directory holding the fewest logs."""
         existing = self._logs.get(tp)

@@ -18,6 +18,7 @@ from samsa.broker.handlers import (
     groups,
     leader_epochs,
     list_offsets,
+    log_dirs,
     metadata,
     partitions,
     produce,
@@ -116,4 +117,5 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     )
     txn_markers.register(registry, replicas=s.replica_manager)
     elections.register(registry, elect=s.elect_leaders)
+    log_dirs.register(registry, log_manager=s.replica_manager.log_manager)
     producers.register(registry, replicas=s.replica_manager)

@@ -1,7 +1,7 @@
 """The admin client (:class:`AsyncAdmin`, :class:`Admin`) and the values it takes and returns."""
 
 from samsa.client.admin.client import Admin, AsyncAdmin
-from samsa.client.admin.replicas import ElectionType
+from samsa.client.admin.replicas import ElectionType, LogDirDescription, ReplicaInfo
 from samsa.client.admin.types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -37,12 +37,14 @@ __all__ = [
     "GroupDescription",
     "GroupListing",
     "ListOffsetsResult",
+    "LogDirDescription",
     "MemberDescription",
     "NewTopic",
     "Node",
     "OffsetAndMetadata",
     "OffsetSpec",
     "PartitionDescription",
+    "ReplicaInfo",
     "ResourceType",
     "TopicDescription",
 ]

@@ -77,3 +77,4 @@ class Admin:
     list_offsets = blocking(AsyncAdmin.list_offsets)
     describe_cluster = blocking(AsyncAdmin.describe_cluster)
     elect_leaders = blocking(AsyncAdmin.elect_leaders)
+    describe_log_dirs = blocking(AsyncAdmin.describe_log_dirs)

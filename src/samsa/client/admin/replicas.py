@@ -1,9 +1,10 @@
-"""Admin operations on partition leadership: preferred and unclean leader elections."""
+"""Admin operations on replicas: leader elections, and the log dirs that hold them."""
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from samsa.client.admin.base import AdminBase, item_error
@@ -11,9 +12,10 @@ from samsa.client.errors import error_for
 from samsa.errors import ErrorCode, KafkaError
 from samsa.types import TopicPartition
 
-__all__ = ["ElectionType", "ReplicaAdmin"]
+__all__ = ["ElectionType", "LogDirDescription", "ReplicaAdmin", "ReplicaInfo"]
 
 ELECT_LEADERS = 43
+DESCRIBE_LOG_DIRS = 35
 
 
 class ElectionType(enum.IntEnum):
@@ -23,8 +25,76 @@ class ElectionType(enum.IntEnum):
     UNCLEAN = 1
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """A partition's replica in a log dir: its size and how far it lags its high watermark."""
+
+    size: int
+    offset_lag: int
+    is_future: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log dir of a broker (DescribeLogDirs)."""
+
+    path: str
+    error: KafkaError | None
+    replicas: dict[TopicPartition, ReplicaInfo]
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+
 class ReplicaAdmin(AdminBase):
-    """Leader elections (ElectLeaders, sent to the controller)."""
+    """Leader elections (ElectLeaders, sent to the controller) and log dirs."""
+
+    async def describe_log_dirs(
+        self,
+        brokers: Iterable[int] | None = None,
+        topics: Iterable[str] | None = None,
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[int, list[LogDirDescription]]:
+        """The log dirs of ``brokers`` (None: every broker) with the replicas of ``topics``
+        (None: every topic) each holds."""
+        await self.start()
+        cluster = self._cluster
+        if brokers is None:
+            await cluster.refresh()
+        wanted = sorted(cluster.nodes) if brokers is None else list(brokers)
+        body: dict[str, Any] = {"topics": None}
+        if topics is not None:
+            names = list(topics)
+            metadata = await self._metadata(names)
+            body["topics"] = [
+                {"topic": t.name, "partitions": [p.partition_index for p in t.partitions]}
+                for t in metadata.topics
+                if not t.error_code
+            ]
+        described: dict[int, list[LogDirDescription]] = {}
+        for broker in wanted:
+
+            async def attempt(broker: int = broker) -> Any:
+                return await cluster.send(broker, DESCRIBE_LOG_DIRS, body)
+
+            response = await self._retrying(attempt, f"describe log dirs of {broker}", timeout_ms)
+            described[broker] = [
+                LogDirDescription(
+                    str(result.log_dir),
+                    item_error(int(result.error_code), str(result.log_dir)),
+                    {
+                        TopicPartition(t.name, p.partition_index): ReplicaInfo(
+                            int(p.partition_size), int(p.offset_lag), bool(p.is_future_key)
+                        )
+                        for t in result.topics
+                        for p in t.partitions
+                    },
+                    int(getattr(result, "total_bytes", -1)),
+                    int(getattr(result, "usable_bytes", -1)),
+                )
+                for result in response.results
+            ]
+        return described
 
     async def elect_leaders(
         self,
