@@ -153,6 +153,8 @@ class Partition:
 
     def _take_isr(self, state: LeaderAndIsrState) -> None:
         self.isr = state.isr
+        if state.replicas != self.replicas and self.leader_replicas is not None:
+            self.leader_replicas.set_replicas(state.replicas, now_ms())
         self.replicas = state.replicas
         self.zk_version = state.zk_version
         lr = self.leader_replicas

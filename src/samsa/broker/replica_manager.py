@@ -299,14 +299,17 @@ class ReplicaManager:
     def apply_leadership(self, tp: TopicPartition, state: LeaderAndIsrState) -> Partition | None:
         """Lead or follow ``tp`` as ``state`` says (the cluster's metadata changed).
 
-        A partition this broker is not a replica of is not served (its log stays
-        until the topic is deleted). Its log is created when missing; a log that
+        A partition this broker is no longer a replica of (a reassignment moved it
+        away) stops being served and its log is removed. Its log is created when missing; a log that
         cannot be created leaves the partition unserved (logged: the next state
         change tries again).
         """
         if self.local_id not in state.replicas:
             if tp in self._partitions:
-                self.stop_partition(tp, delete=False)
+                # Reassigned away: the new replicas hold every record; this copy goes.
+                log.info("%s: no longer a replica here (replicas %s): removing its log", tp,
+                         list(state.replicas))  # fmt: skip
+                self.stop_partition(tp, delete=True)
             return None
         partition = self._partitions.get(tp)
         if partition is None:

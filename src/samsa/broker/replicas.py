@@ -78,6 +78,17 @@ class LeaderReplicas:
             if broker != local_id
         }
 
+    def set_replicas(self, replicas: Iterable[int], now_ms: int) -> None:
+        """The partition's replicas changed (a reassignment): track the new followers from
+        scratch, forget those no longer replicas."""
+        wanted = {broker for broker in replicas if broker != self.local_id}
+        for broker in set(self.followers) - wanted:
+            del self.followers[broker]
+        for broker in wanted - set(self.followers):
+            self.followers[broker] = FollowerState(
+                broker, last_caught_up_ms=now_ms if broker in self.isr else 0
+            )
+
     def record_fetch(
         self, follower: int, fetch_offset: int, leader_log_end_offset: int, now_ms: int
     ) -> bool:

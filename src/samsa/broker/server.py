@@ -34,6 +34,7 @@ from samsa.broker.connection import Connection
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
 from samsa.broker.handlers import Services, register_all
 from samsa.broker.handlers.elections import ElectionResults, single_node_elections
+from samsa.broker.handlers.reassignments import single_node_reassignments
 from samsa.broker.marker_channel import TxnMarkerChannel
 from samsa.broker.memory_pool import RequestMemoryPool
 from samsa.broker.metadata_cache import LocalMetadataCache, MetadataCache
@@ -172,6 +173,10 @@ class Broker:
                 transaction_partitions=self.txn_coordinator.partitions,
                 on_partitions_deleted=self.group_coordinator.on_partitions_deleted,
             )
+        reassign, list_moves = single_node_reassignments(self.metadata, self.node_id)
+        if self.cluster is not None:
+            controller = self.cluster.controller
+            reassign, list_moves = controller.alter_reassignments, controller.list_reassignments
         self.registry = ApiRegistry()
         register_all(
             self.registry,
@@ -191,6 +196,8 @@ class Broker:
                     if self.cluster is None
                     else self._elect_leaders
                 ),
+                reassign=reassign,
+                list_reassignments=list_moves,
             ),
         )
         self.bound: list[BoundAddress] = []
@@ -239,7 +246,7 @@ class Broker:
             # Leadership comes from ZooKeeper: leaders load their coordinators' state.
             await self.cluster.start()
             for tp in self.cluster.unknown_logs():
-                # Its topic was deleted while this broker was away; kept, not deleted.
+                # Deleted or moved away while this broker was down: kept aside, not deleted.
                 self.log_manager.move_aside_stray(tp)
         else:
             self.replica_manager.load()

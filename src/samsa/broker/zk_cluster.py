@@ -37,7 +37,8 @@ from samsa.broker.partition import LeaderAndIsrState, Partition
 from samsa.broker.replica_fetcher import Endpoint, FetcherConfig, ReplicaFetcherManager
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.cluster import zk_data
-from samsa.cluster.controller import Controller, LeaderRebalance
+from samsa.cluster.controller import Controller
+from samsa.cluster.controller_admin import LeaderRebalance
 from samsa.cluster.kafka_zk import KafkaZk
 from samsa.cluster.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from samsa.cluster.zk_data import BrokerRegistration, LeaderAndIsr
@@ -194,11 +195,12 @@ class ZkCluster:
         self._isr_check = asyncio.get_running_loop().create_task(self._check_isrs())
 
     def unknown_logs(self) -> list[TopicPartition]:
-        """Logs on disk of topics ZooKeeper does not have (deleted while this broker was away)."""
+        """Logs on disk that ZooKeeper does not place here: of topics deleted, or of
+        partitions reassigned to other brokers, while this broker was away."""
         return [
             tp
             for tp in self.replica_manager.log_manager.all_logs()
-            if tp.topic not in self.cache.assignments
+            if self.node_id not in self.cache.replicas_of(tp)
         ]
 
     async def stop(self) -> None:

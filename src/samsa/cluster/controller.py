@@ -29,16 +29,15 @@ import contextlib
 import enum
 import functools
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from samsa.cluster import election, zk_data
+from samsa.cluster.controller_admin import AdminState, ControllerAdmin, LeaderRebalance
 from samsa.cluster.events import EventQueue
 from samsa.cluster.kafka_zk import ControllerEpoch, ControllerMovedError, KafkaZk
 from samsa.cluster.zk_client import BadVersionError, NodeExistsError, ZkOp
 from samsa.cluster.zk_data import BrokerRegistration, LeaderAndIsr, TopicAssignment
-from samsa.errors import ErrorCode
 from samsa.types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -58,6 +57,8 @@ class Event(enum.Enum):
     SESSION_LOST = "session"  # the ZooKeeper session expired: resign, elect again
     ELECT_LEADERS = "elect-leaders"  # an ElectLeaders request (preferred or unclean)
     REBALANCE = "rebalance"  # the periodic leader imbalance check
+    REASSIGN = "reassign"  # an AlterPartitionReassignments request
+    REASSIGNMENT_PROGRESS = "reassignment-progress"  # a reassigned partition's state changed
 
 
 @dataclass
@@ -82,7 +83,7 @@ class ControllerContext:
         ]
 
 
-class Controller:
+class Controller(ControllerAdmin):
     """This broker's part in controller election, and the controller's work when it wins."""
 
     def __init__(
@@ -99,7 +100,7 @@ class Controller:
         self.unclean_default = unclean_leader_election
         self.on_change = on_change
         self.rebalance = rebalance or LeaderRebalance()
-        self._elections: deque[_ElectionRequest] = deque()
+        self.admin = AdminState()
         self._rebalancer: asyncio.Task[None] | None = None
         """Called after each event the active controller processed (tests, metrics)."""
         self.context: ControllerContext | None = None
@@ -125,9 +126,11 @@ class Controller:
         if self._rebalancer is not None:
             self._rebalancer.cancel()
         await self._events.stop()
-        for request in self._elections:
-            if not request.result.done():
-                request.result.set_result(None)
+        waiting = [r.result for r in self.admin.elections]
+        waiting += [r.result for r in self.admin.reassign_requests]
+        for result in waiting:
+            if not result.done():
+                result.set_result(None)
         if self.context is not None:
             self.context = None
             with contextlib.suppress(Exception):  # the session may be gone already
@@ -136,89 +139,6 @@ class Controller:
     async def wait_idle(self) -> None:
         """Return once every event enqueued so far has been processed (tests)."""
         await self._events.wait_idle()
-
-    # -- leader elections on request (ElectLeaders) and the periodic rebalance ------------
-
-    async def elect_leaders(
-        self, partitions: list[TopicPartition] | None, *, unclean: bool
-    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]] | None:
-        """Run a preferred (or unclean) election for ``partitions`` (None: every partition)
-        as one controller event; each partition's error code and message, or None when
-        this broker is not the active controller."""
-        if self.context is None:
-            return None
-        result: asyncio.Future[dict[TopicPartition, tuple[ErrorCode, str | None]] | None] = (
-            asyncio.get_running_loop().create_future()
-        )
-        self._elections.append(_ElectionRequest(partitions, unclean, result))
-        self._enqueue(Event.ELECT_LEADERS)
-        return await result
-
-    async def _run_election(self, request: _ElectionRequest) -> None:
-        context = self.context
-        if context is None:
-            request.result.set_result(None)
-            return
-        try:
-            outcome = await self._elect_each(context, request.partitions, request.unclean)
-        except ControllerMovedError:
-            request.result.set_result(None)
-            raise
-        except Exception as exc:
-            request.result.set_exception(exc)
-            return
-        request.result.set_result(outcome)
-
-    async def _elect_each(
-        self, context: ControllerContext, partitions: list[TopicPartition] | None, unclean: bool
-    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
-        strategy = election.elect_unclean_leader if unclean else election.elect_preferred_leader
-        outcome: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
-        live = set(context.live_brokers)
-        for tp in context.partitions() if partitions is None else partitions:
-            if tp.topic in context.topics:
-                # Leaders change their ISRs themselves: decide on the state as it is now.
-                fresh = await self.zk.get_partition_state(tp)
-                if fresh is not None:
-                    context.states[tp] = fresh
-            if tp not in context.states:
-                outcome[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} does not exist")
-                continue
-            decide = functools.partial(
-                strategy, context.replicas(tp), live=live, controller_epoch=context.epoch.epoch
-            )
-            try:
-                await self._change_state(context, tp, decide)
-            except election.ElectionRefused as refused:
-                outcome[tp] = (refused.code, str(refused))
-            else:
-                outcome[tp] = (ErrorCode.NONE, None)
-        return outcome
-
-    async def _check_balance(self) -> None:
-        while True:
-            await asyncio.sleep(self.rebalance.check_interval_s)
-            self._enqueue(Event.REBALANCE)
-
-    async def _rebalance_leaders(self, context: ControllerContext) -> None:
-        """Give partitions back to their preferred leaders where a broker leads too few of
-        the ones it prefers (``auto.leader.rebalance.enable``)."""
-        partitions = context.partitions()
-        for tp in partitions:
-            fresh = await self.zk.get_partition_state(tp)
-            if fresh is not None:
-                context.states[tp] = fresh
-        chosen = election.imbalanced_partitions(
-            {tp: context.replicas(tp) for tp in partitions},
-            {tp: state.leader for tp, state in context.states.items()},
-            {tp: state.isr for tp, state in context.states.items()},
-            set(context.live_brokers),
-            self.rebalance.max_imbalance_percentage,
-        )
-        if chosen:
-            log.info("leader imbalance: giving %d partitions back to their preferred leaders",
-                     len(chosen))  # fmt: skip
-            await self._elect_each(context, [tp for tp in partitions if tp in chosen], False)
 
     # -- event plumbing -----------------------------------------------------------------
 
@@ -245,7 +165,9 @@ class Controller:
 
     async def _process(self, event: Event, topic: str) -> None:
         if event is Event.ELECT_LEADERS:
-            await self._run_election(self._elections.popleft())
+            await self._run_election()
+        elif event is Event.REASSIGN:
+            await self._run_reassignments()
         elif event is Event.ELECT:
             await self._elect()
         elif event is Event.SESSION_LOST:
@@ -265,6 +187,8 @@ class Controller:
             await self._on_deletions(self.context)
         elif event is Event.REBALANCE:
             await self._rebalance_leaders(self.context)
+        elif event is Event.REASSIGNMENT_PROGRESS:
+            await self._on_reassignment_progress(self.context, topic)
 
     # -- election -----------------------------------------------------------------------
 
@@ -301,6 +225,9 @@ class Controller:
             await self._read_topic(context, topic)
         await self._bring_online(context, context.partitions())
         await self._on_deletions(context)
+        self.admin.reassignments.clear()
+        for tp in self._restore_reassignments(context):
+            await self._check_progress(context, tp)
 
     # -- brokers ------------------------------------------------------------------------
 
@@ -507,21 +434,3 @@ def _elect_or_shrink(
     if elected is not None or current.leader not in live:
         return elected
     return election.drop_offline_from_isr(current, live, controller_epoch)
-
-
-@dataclass(frozen=True, slots=True)
-class LeaderRebalance:
-    """``auto.leader.rebalance.enable`` and its two settings, as Kafka names them."""
-
-    enabled: bool = False
-    check_interval_s: float = 300.0
-    """``leader.imbalance.check.interval.seconds``"""
-    max_imbalance_percentage: int = 10
-    """``leader.imbalance.per.broker.percentage``"""
-
-
-@dataclass(frozen=True, slots=True)
-class _ElectionRequest:
-    partitions: list[TopicPartition] | None
-    unclean: bool
-    result: asyncio.Future[dict[TopicPartition, tuple[ErrorCode, str | None]] | None]

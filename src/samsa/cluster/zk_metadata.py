@@ -257,6 +257,11 @@ class ZkMetadataCache:
                 or tp not in self.states
             ):
                 await self._read_state(tp)
+            elif old.partitions[partition] != assignment.partitions[partition]:
+                # Reassigned: the replicas changed under the same state.
+                self.listener.on_partition_changed(
+                    tp, assignment.partitions[partition], self.states[tp], assignment.topic_id
+                )
 
     async def _read_state(self, tp: TopicPartition) -> None:
         assignment = self.assignments.get(tp.topic)

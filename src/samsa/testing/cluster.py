@@ -25,6 +25,7 @@ from samsa.testing.broker import BrokerProcess
 from samsa.testing.zookeeper import ZooKeeperServer, free_port
 
 DEFAULT_SESSION_TIMEOUT_MS = 6000
+METADATA = 3
 
 
 class LocalCluster:
@@ -87,10 +88,32 @@ class LocalCluster:
         try:
             for broker in self.brokers.values():
                 broker.start(timeout)
+            self.wait_until(self._all_known, "every broker sees every other", timeout)
         except BaseException:
             self.close()
             raise
         return self
+
+    def _all_known(self) -> bool:
+        """Every running broker's Metadata lists every running broker (their caches have
+        seen the registrations: a topic created now is placed over all of them)."""
+        import asyncio
+
+        from samsa.client.connection import BrokerConnection
+
+        running = sorted(self.alive())
+
+        async def brokers_of(port: int) -> list[int]:
+            connection = BrokerConnection("127.0.0.1", port, node_id=-1, client_id="cluster")
+            await connection.open()
+            try:
+                body = {"topics": [], "allow_auto_topic_creation": False}
+                response = await connection.request(METADATA, body)
+                return sorted(int(b.node_id) for b in response.brokers)
+            finally:
+                await connection.close()
+
+        return all(asyncio.run(brokers_of(self.brokers[b].port)) == running for b in running)
 
     def close(self) -> None:
         """Stop every broker (SIGCONT first if paused), then ZooKeeper."""

@@ -24,6 +24,7 @@ from samsa.broker.handlers import (
     produce,
     producer_id,
     producers,
+    reassignments,
     topics,
     transactions,
     txn_markers,
@@ -57,6 +58,8 @@ class Services:
         txn_coordinator: TransactionCoordinator,
         dynamic_config: DynamicBrokerConfig,
         elect_leaders: elections.Elect,
+        reassign: reassignments.Reassign,
+        list_reassignments: reassignments.ListMoves,
     ) -> None:
         self.node_id = node_id
         self.current_config = config
@@ -69,6 +72,8 @@ class Services:
         self.txn_coordinator = txn_coordinator
         self.dynamic_config = dynamic_config
         self.elect_leaders = elect_leaders
+        self.reassign = reassign
+        self.list_reassignments = list_reassignments
 
     @property
     def config(self) -> BrokerConfig:
@@ -118,4 +123,7 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     txn_markers.register(registry, replicas=s.replica_manager)
     elections.register(registry, elect=s.elect_leaders)
     log_dirs.register(registry, log_manager=s.replica_manager.log_manager)
+    reassignments.register(
+        registry, metadata=s.metadata, reassign=s.reassign, moves=s.list_reassignments
+    )
     producers.register(registry, replicas=s.replica_manager)

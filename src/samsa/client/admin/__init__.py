@@ -1,7 +1,12 @@
 """The admin client (:class:`AsyncAdmin`, :class:`Admin`) and the values it takes and returns."""
 
 from samsa.client.admin.client import Admin, AsyncAdmin
-from samsa.client.admin.replicas import ElectionType, LogDirDescription, ReplicaInfo
+from samsa.client.admin.replicas import (
+    ElectionType,
+    LogDirDescription,
+    PartitionReassignment,
+    ReplicaInfo,
+)
 from samsa.client.admin.types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -44,6 +49,7 @@ __all__ = [
     "OffsetAndMetadata",
     "OffsetSpec",
     "PartitionDescription",
+    "PartitionReassignment",
     "ReplicaInfo",
     "ResourceType",
     "TopicDescription",

@@ -78,3 +78,5 @@ class Admin:
     describe_cluster = blocking(AsyncAdmin.describe_cluster)
     elect_leaders = blocking(AsyncAdmin.elect_leaders)
     describe_log_dirs = blocking(AsyncAdmin.describe_log_dirs)
+    alter_partition_reassignments = blocking(AsyncAdmin.alter_partition_reassignments)
+    list_partition_reassignments = blocking(AsyncAdmin.list_partition_reassignments)

@@ -12,10 +12,18 @@ from samsa.client.errors import error_for
 from samsa.errors import ErrorCode, KafkaError
 from samsa.types import TopicPartition
 
-__all__ = ["ElectionType", "LogDirDescription", "ReplicaAdmin", "ReplicaInfo"]
+__all__ = [
+    "ElectionType",
+    "LogDirDescription",
+    "PartitionReassignment",
+    "ReplicaAdmin",
+    "ReplicaInfo",
+]
 
 ELECT_LEADERS = 43
 DESCRIBE_LOG_DIRS = 35
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
 
 
 class ElectionType(enum.IntEnum):
@@ -45,8 +53,86 @@ class LogDirDescription:
     usable_bytes: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A partition's move under way: its replicas meanwhile, those being added, removed."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
 class ReplicaAdmin(AdminBase):
-    """Leader elections (ElectLeaders, sent to the controller) and log dirs."""
+    """Leader elections and reassignments (sent to the controller), and log dirs."""
+
+    async def _controller_request(
+        self, api_key: int, body: dict[str, Any], what: str, timeout_ms: int | None
+    ) -> Any:
+        async def attempt() -> Any:
+            cluster = self._cluster
+            target = cluster.controller_id if cluster.controller_id in cluster.nodes else None
+            response = await cluster.send(target, api_key, body)
+            code = int(getattr(response, "error_code", 0))
+            if code == ErrorCode.NOT_CONTROLLER:
+                cluster.request_update()
+                raise error_for(code, f"{what}: the controller moved")
+            if code:
+                raise error_for(code, f"{what}: {getattr(response, 'error_message', '') or ''}")
+            return response
+
+        return await self._retrying(attempt, what, timeout_ms)
+
+    async def alter_partition_reassignments(
+        self,
+        targets: dict[TopicPartition, Iterable[int] | None],
+        *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Move each partition to its target replicas (None: cancel its move); each
+        partition's error, None where the move started (or was cancelled)."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, replicas in targets.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition,
+                 "replicas": None if replicas is None else list(replicas)}
+            )  # fmt: skip
+        body = {
+            "timeout": self._request_timeout(timeout_ms),
+            "allow_replication_factor_change": True,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        response = await self._controller_request(
+            ALTER_PARTITION_REASSIGNMENTS, body, "alter partition reassignments", timeout_ms
+        )
+        return {
+            TopicPartition(topic.name, p.partition_index): item_error(
+                int(p.error_code), f"{topic.name}-{p.partition_index}", p.error_message
+            )
+            for topic in response.responses
+            for p in topic.partitions
+        }
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None, *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The moves under way (of ``partitions``, or all)."""
+        topics = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        body = {"timeout": self._request_timeout(timeout_ms), "topics": topics}
+        response = await self._controller_request(
+            LIST_PARTITION_REASSIGNMENTS, body, "list partition reassignments", timeout_ms
+        )
+        return {
+            TopicPartition(topic.name, p.partition_index): PartitionReassignment(
+                tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas)
+            )
+            for topic in response.topics
+            for p in topic.partitions
+        }
 
     async def describe_log_dirs(
         self,
@@ -118,19 +204,7 @@ class ReplicaAdmin(AdminBase):
             "timeout": self._request_timeout(timeout_ms),
         }
 
-        async def attempt() -> Any:
-            cluster = self._cluster
-            target = cluster.controller_id if cluster.controller_id in cluster.nodes else None
-            response = await cluster.send(target, ELECT_LEADERS, body)
-            code = int(getattr(response, "error_code", 0))
-            if code == ErrorCode.NOT_CONTROLLER:
-                cluster.request_update()
-                raise error_for(code, "elect leaders: the controller moved")
-            if code:
-                raise error_for(code, "elect leaders")
-            return response
-
-        response = await self._retrying(attempt, "elect leaders", timeout_ms)
+        response = await self._controller_request(ELECT_LEADERS, body, "elect leaders", timeout_ms)
         results: dict[TopicPartition, KafkaError | None] = {}
         for topic in response.replica_election_results:
             for p in topic.partition_result:
