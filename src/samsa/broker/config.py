@@ -39,7 +39,8 @@ BROKER_CONFIG = ConfigDef(
     [
         ConfigKey("listeners", _LIST, ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on."),
         ConfigKey("advertised.listeners", _LIST, [], "Addresses told to clients."),
-        ConfigKey("listener.security.protocol.map", _S, "PLAINTEXT:PLAINTEXT", "Protocols."),
+        ConfigKey("listener.security.protocol.map", _S, "PLAINTEXT:PLAINTEXT",
+                  "NAME:PROTOCOL pairs naming each listener's protocol (PLAINTEXT only)."),
         ConfigKey("log.dirs", _LIST, [], "Data directories (default: log.dir)."),
         ConfigKey("log.dir", _S, "./data", "Data directory when log.dirs is not set."),
         ConfigKey("node.id", _I, -1, "This broker's id (alias of broker.id).", at_least(-1)),
@@ -223,15 +224,35 @@ class Listener:
     port: int
 
 
-def parse_listener(spec: str) -> Listener:
-    """``PLAINTEXT://host:port`` → Listener; only PLAINTEXT is served."""
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """``listener.security.protocol.map``: ``NAME:PROTOCOL,…`` (names upper-cased)."""
+    protocols: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        name, colon, protocol = item.partition(":")
+        if not colon or not name.strip() or not protocol.strip():
+            raise ConfigError(f"listener.security.protocol.map entry {item!r} is not NAME:PROTOCOL")
+        protocols[name.strip().upper()] = protocol.strip().upper()
+    return protocols
+
+
+def parse_listener(spec: str, protocols: Mapping[str, str] | None = None) -> Listener:
+    """``NAME://host:port`` → Listener. The name's protocol (``listener.security.protocol.map``;
+    PLAINTEXT is PLAINTEXT) must be PLAINTEXT: no TLS or SASL is served yet."""
     name, sep, address = spec.partition("://")
     host, colon, port = address.rpartition(":")
     if not sep or not colon or not port.isdigit():
         raise ConfigError(f"invalid listener {spec!r}: expected NAME://host:port")
-    if name.upper() != "PLAINTEXT":
+    name = name.upper()
+    protocol = {"PLAINTEXT": "PLAINTEXT", **(protocols or {})}.get(name)
+    if protocol is None:
+        raise ConfigError(
+            f"listener {spec!r}: {name} has no protocol in listener.security.protocol.map"
+        )
+    if protocol != "PLAINTEXT":
         raise ConfigError(f"listener {spec!r}: only PLAINTEXT listeners are supported")
-    return Listener(name.upper(), host.strip("[]") or "0.0.0.0", int(port))
+    return Listener(name, host.strip("[]") or "0.0.0.0", int(port))
 
 
 @dataclass(frozen=True)
@@ -252,10 +273,13 @@ class BrokerConfig:
     @classmethod
     def from_props(cls, props: Mapping[str, Any]) -> BrokerConfig:
         values = BROKER_CONFIG.parse(props)
-        listeners = tuple(parse_listener(s) for s in values["listeners"])
+        protocols = parse_protocol_map(values["listener.security.protocol.map"])
+        listeners = tuple(parse_listener(s, protocols) for s in values["listeners"])
         if not listeners:
             raise ConfigError("listeners names no address")
-        advertised = tuple(parse_listener(s) for s in values["advertised.listeners"]) or listeners
+        advertised = (
+            tuple(parse_listener(s, protocols) for s in values["advertised.listeners"]) or listeners
+        )
         dirs = values["log.dirs"] or [values["log.dir"]]
         node_id = values["node.id"] if values["node.id"] >= 0 else max(values["broker.id"], 0)
         if values["socket.request.max.bytes"] > INT_MAX:

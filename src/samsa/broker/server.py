@@ -66,6 +66,7 @@ log = logging.getLogger(__name__)
 class BoundAddress:
     host: str
     port: int
+    listener: str = "PLAINTEXT"
 
 
 class Broker:
@@ -85,7 +86,7 @@ class Broker:
         if config["zookeeper.connect"]:
             self.cluster = ZkCluster(
                 config,
-                lambda: (self.advertised,),
+                self.advertised_listeners,
                 on_partitions_deleted=self._partitions_deleted,
             )
             self.metadata = self.cluster.cache
@@ -221,10 +222,17 @@ class Broker:
     @property
     def advertised(self) -> Listener:
         """The address clients are told to use (first advertised listener; real port if 0)."""
-        listener = self.config.advertised_listeners[0]
-        if listener.port == 0 and self.bound:
-            return Listener(listener.name, listener.host, self.bound[0].port)
-        return listener
+        return self.advertised_listeners()[0]
+
+    def advertised_listeners(self) -> tuple[Listener, ...]:
+        """Every advertised listener, with the port it was bound to where it says 0."""
+        found = []
+        for listener in self.config.advertised_listeners:
+            bound = next((b for b in self.bound if b.listener == listener.name), None)
+            if listener.port == 0 and bound is not None:
+                listener = Listener(listener.name, listener.host, bound.port)
+            found.append(listener)
+        return tuple(found)
 
     async def start(self) -> None:
         started = time.monotonic()
@@ -318,7 +326,7 @@ class Broker:
                 self._servers.append(acceptor)
                 for sock in acceptor.sockets:
                     host, port = sock.getsockname()[:2]
-                    self.bound.append(BoundAddress(host, port))
+                    self.bound.append(BoundAddress(host, port, listener.name))
 
     def _raise_open_files_limit(self) -> None:
         before, after = raise_open_files_limit()
