@@ -29,7 +29,7 @@ import contextlib
 import enum
 import functools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from samsa.cluster import election, zk_data
@@ -249,24 +249,27 @@ class Controller(ControllerAdmin):
             )
         live = set(context.live_brokers)
         for broker in sorted(removed):
-            for tp in context.partitions():
-                state = context.states.get(tp)
-                if state is None:
-                    continue
-                await self._change_state(
-                    context,
-                    tp,
-                    functools.partial(
-                        election.remove_replica_from_isr,
-                        context.replicas(tp),
-                        broker=broker,
-                        live=live,
-                        controller_epoch=context.epoch.epoch,
-                        unclean=context.unclean.get(tp.topic, self.unclean_default),
-                    ),
-                )
+            leave = functools.partial(self._leave_isr, context, broker=broker, live=live)
+            await _each([tp for tp in context.partitions() if tp in context.states], leave)
         if added:
             await self._bring_online(context, context.partitions())
+
+    async def _leave_isr(
+        self, context: ControllerContext, tp: TopicPartition, *, broker: int, live: set[int]
+    ) -> None:
+        """``broker`` is gone: out of ``tp``'s ISR, and a new leader if it led."""
+        await self._change_state(
+            context,
+            tp,
+            functools.partial(
+                election.remove_replica_from_isr,
+                context.replicas(tp),
+                broker=broker,
+                live=live,
+                controller_epoch=context.epoch.epoch,
+                unclean=context.unclean.get(tp.topic, self.unclean_default),
+            ),
+        )
 
     # -- topics -------------------------------------------------------------------------
 
@@ -330,15 +333,14 @@ class Controller(ControllerAdmin):
         """Create missing partition states, elect leaders for offline partitions and drop
         offline brokers from the ISRs of the others."""
         live = set(context.live_brokers)
-        created_parents: set[str] = set()
-        for tp in partitions:
+        for topic in sorted({tp.topic for tp in partitions if tp not in context.states}):
+            await self.zk.ensure_partitions_path(topic)
+
+        async def online(tp: TopicPartition) -> None:
             replicas = context.replicas(tp)
             if tp not in context.states:
-                if tp.topic not in created_parents:
-                    await self.zk.ensure_partitions_path(tp.topic)
-                    created_parents.add(tp.topic)
                 await self._create_state(context, tp, replicas, live)
-                continue
+                return
             await self._change_state(
                 context,
                 tp,
@@ -350,6 +352,8 @@ class Controller(ControllerAdmin):
                     unclean=context.unclean.get(tp.topic, self.unclean_default),
                 ),
             )
+
+        await _each(partitions, online)
 
     async def _create_state(
         self,
@@ -434,3 +438,17 @@ def _elect_or_shrink(
     if elected is not None or current.leader not in live:
         return elected
     return election.drop_offline_from_isr(current, live, controller_epoch)
+
+
+_WRITES_AT_ONCE = 32
+
+
+async def _each(
+    items: Iterable[TopicPartition], work: Callable[[TopicPartition], Awaitable[None]]
+) -> None:
+    """``work`` for every partition, a few dozen at a time: their ZooKeeper writes are
+    independent, and one after another they take a round trip each (a broker leading a
+    hundred partitions took seconds to be replaced)."""
+    pending = list(items)
+    for start in range(0, len(pending), _WRITES_AT_ONCE):
+        await asyncio.gather(*(work(tp) for tp in pending[start : start + _WRITES_AT_ONCE]))
