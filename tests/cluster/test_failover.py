@@ -64,6 +64,8 @@ class Writer(threading.Thread):
                 # A frozen broker answers nothing: give up on its requests soon and send
                 # them to the new leader (they are retried, deduplicated by idempotence).
                 "request.timeout.ms": 3000,
+                # Nor wait a minute (the default) for a Metadata answer from a frozen broker.
+                "socket.timeout.ms": 5000,
                 **QUIET,
             }
         )
