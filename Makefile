@@ -8,7 +8,7 @@ KCAT   := $(VENV)/.kcat
 SPARK  := $(VENV)/.spark
 ZK     := $(VENV)/.zookeeper
 
-.PHONY: run cluster test test-slow lint bench pipeline clean
+.PHONY: run cluster faults test test-slow lint bench pipeline clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null \
@@ -51,6 +51,13 @@ run: $(STAMP)
 # ZooKeeper and three brokers on 127.0.0.1:9092-9094, data in ./data/broker-N; Ctrl-C stops all.
 cluster: $(STAMP) $(ZK)
 	$(BIN)/python -m samsa.testing.run_cluster --brokers 3 --port 9092 --data ./data
+
+# A fault-injection run: workloads on three brokers while a nemesis kills, pauses,
+# restarts and cuts them off (docs/fault-injection.md); prints the checker's table.
+FAULT_SECONDS ?= 600
+FAULT_EVERY   ?= 10
+faults: $(STAMP) $(ZK)
+	$(BIN)/python -m samsa.testing.fault_run --seconds $(FAULT_SECONDS) --every $(FAULT_EVERY)
 
 lint: $(SPARK)
 	$(BIN)/ruff check src tests bench examples

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from samsa.records import iter_batches, iter_records
 from samsa.testing.cluster import LocalCluster
 
 SESSION_TIMEOUT_MS = 3000
@@ -37,12 +36,4 @@ def replica_records(
     cluster: LocalCluster, broker_id: int, topic: str, partition: int
 ) -> list[tuple[int, bytes | None]]:
     """Every record of a replica's segment files, in offset order: ``(offset, value)``."""
-    directory = cluster.brokers[broker_id].data_dir / f"{topic}-{partition}"
-    records: list[tuple[int, bytes | None]] = []
-    for segment in sorted(directory.glob("*.log")):
-        data = segment.read_bytes()
-        for batch in iter_batches(memoryview(data)):
-            if batch.is_control:
-                continue
-            records += [(r.offset, r.value) for r in iter_records(batch)]
-    return records
+    return cluster.replica_records(broker_id, topic, partition)

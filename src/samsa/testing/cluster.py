@@ -40,7 +40,10 @@ class LocalCluster:
         zookeeper_connect: str | None = None,
         ports: Sequence[int] | None = None,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        settings_of: Callable[[int, int], Sequence[str]] | None = None,
     ) -> None:
+        """``settings_of(broker_id, port)``: settings of one broker, applied last (its
+        listeners, the ZooKeeper address it uses…)."""
         self.path = path
         self.size = brokers
         self.overrides = list(overrides)
@@ -55,6 +58,7 @@ class LocalCluster:
             )
         self._paused: set[int] = set()
         self._kazoo: object | None = None
+        self._settings_of = settings_of
 
     @property
     def zookeeper_connect(self) -> str:
@@ -83,8 +87,10 @@ class LocalCluster:
         if self._zookeeper_connect is None:
             self.zookeeper = ZooKeeperServer(self.path / "zookeeper").start()
             self._zookeeper_connect = f"{self.zookeeper.connect}/samsa"
-        for broker in self.brokers.values():
+        for broker_id, broker in self.brokers.items():
             broker.overrides.append(f"zookeeper.connect={self._zookeeper_connect}")
+            if self._settings_of is not None:
+                broker.overrides += self._settings_of(broker_id, broker.port)
         try:
             for broker in self.brokers.values():
                 broker.start(timeout)
@@ -176,6 +182,11 @@ class LocalCluster:
     def alive(self) -> list[int]:
         return [b for b, p in self.brokers.items() if p.process is not None]
 
+    @property
+    def paused(self) -> set[int]:
+        """Brokers stopped with :meth:`pause` and not resumed."""
+        return set(self._paused)
+
     # -- what ZooKeeper says --------------------------------------------------------------
     def _zk(self) -> object:
         from kazoo.client import KazooClient
@@ -224,6 +235,22 @@ class LocalCluster:
         partitions = assignment.get("partitions", {}) if assignment else {}
         replicas = partitions.get(str(partition), []) if isinstance(partitions, dict) else []
         return [b for b in replicas if isinstance(b, int)]
+
+    def replica_records(
+        self, broker_id: int, topic: str, partition: int
+    ) -> list[tuple[int, bytes | None]]:
+        """Every data record of a replica's segment files, in offset order:
+        ``(offset, value)`` (control records left out)."""
+        from samsa.records import iter_batches, iter_records
+
+        directory = self.brokers[broker_id].data_dir / f"{topic}-{partition}"
+        records: list[tuple[int, bytes | None]] = []
+        for segment in sorted(directory.glob("*.log")):
+            data = segment.read_bytes()
+            for batch in iter_batches(memoryview(data)):
+                if not batch.is_control:
+                    records += [(r.offset, r.value) for r in iter_records(batch)]
+        return records
 
     def controller(self) -> int:
         """The active controller's broker id (-1: none)."""
