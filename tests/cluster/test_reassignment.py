@@ -124,3 +124,16 @@ def test_a_move_that_cannot_finish_is_listed_and_can_be_cancelled(cluster: Local
         cluster.resume(3)
     assert cluster.replicas_of("stuck", 0) == [1, 2]
     cluster.wait_until(lambda: sorted(cluster.isr_of("stuck", 0)) == [1, 2], "back as it was")
+
+
+def test_another_order_of_the_same_replicas_is_complete_at_once(cluster: LocalCluster) -> None:
+    _create_on(cluster, "reordered", [[1, 2, 3]])
+    _produce(cluster, "reordered", 10)
+    tp = TopicPartition("reordered", 0)
+    with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
+        assert admin.alter_partition_reassignments({tp: [3, 1, 2]}) == {tp: None}
+        assert admin.list_partition_reassignments() == {}
+        assert cluster.replicas_of("reordered", 0) == [3, 1, 2]
+        assert sorted(cluster.isr_of("reordered", 0)) == [1, 2, 3]
+        admin.elect_leaders(partitions=[tp])  # the new first replica is preferred
+    cluster.wait_for_leader("reordered", 0, not_in=[1, 2])

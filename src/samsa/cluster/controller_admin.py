@@ -242,8 +242,14 @@ class ControllerAdmin:
         original = ongoing.original if ongoing is not None else context.replicas(tp)
         move = Reassignment(tuple(original), target)
         if not move.adding and not move.removing:
-            if ongoing is not None:  # back to where it was: cancel the move
-                await self._finish(context, tp, ongoing, ongoing.original, "cancelled")
+            # The same replicas: nothing to copy. In another order (another preferred
+            # leader) the move is complete at once, as Kafka's; back to where a move
+            # under way started, it is cancelled.
+            if ongoing is None and target == tuple(context.replicas(tp)):
+                return
+            back = ongoing is not None and target == tuple(ongoing.original)
+            await self._finish(context, tp, ongoing or move, target,
+                               "cancelled" if back else "completed")  # fmt: skip
             return
         await self._write_assignment(context, tp, move.replicas, move.adding, move.removing)
         self.admin.reassignments[tp] = move
