@@ -15,11 +15,11 @@ from samsa.testing.nemesis import FAULTS, FaultyCluster
 
 log = logging.getLogger(__name__)
 
-EACH_ONCE = ("cut-link", "kill", "cut-zookeeper", "pause", "isolate", "kill-controller",
-             "restart")  # fmt: skip
-SMOKE = ("cut-link", "kill-controller", "cut-zookeeper", "pause", "isolate")
-"""The smoke's faults: the network cuts, a controller failover and a freeze (kills and
-restarts of other brokers have tests of their own in tests/cluster)."""
+EACH_ONCE = ("cut-link", "kill", "cut-zookeeper", "pause", "reassign", "isolate",
+             "kill-controller", "restart", "elect-preferred")  # fmt: skip
+SMOKE = ("cut-link", "kill-controller", "cut-zookeeper", "pause", "reassign", "isolate")
+"""The smoke's faults: the network cuts, a controller failover, a freeze and a move (kills
+and restarts of other brokers have tests of their own in tests/cluster)."""
 SMALL_INTERNAL_TOPICS = ("offsets.topic.num.partitions=10",
                          "transaction.state.log.num.partitions=10")  # fmt: skip
 
@@ -44,7 +44,7 @@ def _check(settings: RunSettings, faulty: FaultyCluster) -> None:
     assert outcome.refused > 0, "no cut link refused a connection: the proxies are not in use"
 
 
-def test_cuts_a_controller_failover_and_a_freeze_lose_and_duplicate_nothing(
+def test_cuts_a_controller_failover_a_freeze_and_a_move_lose_and_duplicate_nothing(
     faulty: FaultyCluster,
 ) -> None:
     _check(RunSettings(seconds=0, every=4, hold=2.5, sequence=SMOKE, seed=1, rate=100), faulty)

@@ -24,6 +24,7 @@ class BrokerProcess:
         self.log_path = data_dir.parent / f"{data_dir.name}.broker.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.host = "127.0.0.1"
+        self._log_offset = 0
 
     @property
     def bootstrap(self) -> str:
@@ -31,6 +32,11 @@ class BrokerProcess:
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         """Start the process and wait for its ready line (port 0 → the port it picked)."""
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (:meth:`wait_ready` waits)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
             sys.executable, "-m", "samsa", "serve",
@@ -40,14 +46,18 @@ class BrokerProcess:
         for item in self.overrides:
             args += ["--override", item]
         log_file = open(self.log_path, "ab")  # noqa: SIM115 (handed to the child)
-        offset = log_file.tell()
+        self._log_offset = log_file.tell()
         try:
             self.process = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT)
         finally:
             log_file.close()
+
+    def wait_ready(self, timeout: float = 20.0) -> BrokerProcess:
+        """Wait for a launched process's ready line."""
+        assert self.process is not None, "launch() first"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = self.log_path.read_bytes()[offset:].decode(errors="replace")
+            text = self.log_path.read_bytes()[self._log_offset :].decode(errors="replace")
             match = _READY.search(text)
             if match:
                 self.host, self.port = match.group(1), int(match.group(2))

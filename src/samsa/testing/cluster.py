@@ -92,8 +92,10 @@ class LocalCluster:
             if self._settings_of is not None:
                 broker.overrides += self._settings_of(broker_id, broker.port)
         try:
+            for broker in self.brokers.values():  # side by side: their start-ups overlap
+                broker.launch()
             for broker in self.brokers.values():
-                broker.start(timeout)
+                broker.wait_ready(timeout)
             self.wait_until(self._all_known, "every broker sees every other", timeout)
         except BaseException:
             self.close()

@@ -95,8 +95,10 @@ def run(
     workloads: list[Workload] = [*writers, *readers, copier, audit, watch]
     for workload in workloads:
         workload.start()
+    movable = [(t, p) for t in (WRITES, COPIES) for p in range(PARTITIONS)]
     nemesis = Nemesis(faulty, history, every=settings.every, hold=settings.hold,
-                      kinds=settings.kinds, seed=settings.seed, say=say)  # fmt: skip
+                      kinds=settings.kinds, seed=settings.seed, say=say,
+                      partitions=movable)  # fmt: skip
     nemesis.start(settings.sequence)
     try:
         try:

@@ -16,7 +16,10 @@ through a :class:`~samsa.testing.netproxy.LinkProxy` on loopback:
 :class:`~samsa.testing.history.History`: SIGKILL a broker or the controller (healed by
 starting it again), SIGSTOP one (SIGCONT), a clean restart (SIGTERM: controlled
 shutdown), cut the link between two brokers both ways, isolate a broker from the
-other brokers, cut a broker off ZooKeeper. At most one fault holds at a time, so a
+other brokers, cut a broker off ZooKeeper; and the operator's moves: reassign a
+partition (one replica to a broker that holds none, or — every broker holding one —
+another order of its replicas) and elect its preferred leader, or elect the
+preferred leaders of every partition. At most one fault holds at a time, so a
 replication factor of 3 with ``min.insync.replicas=2`` keeps a quorum of replicas
 between faults.
 """
@@ -29,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from samsa.testing.cluster import LocalCluster
 from samsa.testing.history import History
@@ -41,6 +45,7 @@ INTER_BROKER_LISTENER = "REPLICATION"
 
 FAULTS = (
     "kill", "kill-controller", "pause", "restart", "cut-link", "isolate", "cut-zookeeper",
+    "reassign", "elect-preferred",
 )  # fmt: skip
 """Every kind of fault :class:`Nemesis` injects."""
 
@@ -172,8 +177,10 @@ class Nemesis:
         hold: float = 5.0,
         kinds: Sequence[str] = FAULTS,
         seed: int | None = None,
+        partitions: Sequence[tuple[str, int]] = (),
         say: Callable[[str], None] = log.info,
     ) -> None:
+        """``partitions``: what ``reassign`` picks from."""
         unknown = set(kinds) - set(FAULTS)
         if unknown:
             raise ValueError(f"unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}")
@@ -182,6 +189,9 @@ class Nemesis:
         self.every = every
         self.hold = min(hold, every)
         self.kinds = list(kinds)
+        if "reassign" in self.kinds and not partitions:
+            raise ValueError("reassign needs the partitions it may move")
+        self.partitions = list(partitions)
         self.random = random.Random(seed)
         self.say = say
         self._stop = threading.Event()
@@ -256,6 +266,12 @@ class Nemesis:
             what = f"cut broker {target} off ZooKeeper"
             self.faulty.cut_zookeeper(target)
             heal = lambda: self.faulty.heal_zookeeper(target)  # noqa: E731
+        elif kind == "reassign":
+            what = self._reassign()
+            heal = lambda: None  # noqa: E731
+        elif kind == "elect-preferred":
+            what = self._elect_preferred(None)
+            heal = lambda: None  # noqa: E731
         else:
             raise ValueError(f"unknown fault {kind!r}")
         index = self.history.fault(what)
@@ -266,3 +282,43 @@ class Nemesis:
         heal()
         self.history.healed(index)
         self.say(f"{self.history.now():7.1f} s  healed: {what}")
+
+    # -- the operator's moves ---------------------------------------------------------------
+    def _admin(self) -> Any:
+        from samsa.client.admin import Admin
+
+        return Admin({"bootstrap.servers": self.faulty.cluster.bootstrap})
+
+    def _reassign(self) -> str:
+        """Move one partition's replicas and elect its preferred leader; waits until done."""
+        from samsa.types import TopicPartition
+
+        cluster = self.faulty.cluster
+        topic, partition = self.random.choice(self.partitions)
+        current = cluster.replicas_of(topic, partition)
+        outside = [b for b in sorted(cluster.brokers) if b not in current]
+        if outside:
+            target = list(current)
+            target[self.random.randrange(len(target))] = self.random.choice(outside)
+        else:
+            target = current[1:] + current[:1]  # another preferred leader
+        tp = TopicPartition(topic, partition)
+        with self._admin() as admin:
+            refused = admin.alter_partition_reassignments({tp: target})[tp]
+        if refused is not None:
+            return f"reassign {topic}-{partition} to {target}: refused ({refused})"
+        cluster.wait_until(
+            lambda: cluster.replicas_of(topic, partition) == target
+            and sorted(cluster.isr_of(topic, partition)) == sorted(target),
+            f"{topic}-{partition} moved to {target}", 120,
+        )  # fmt: skip
+        elected = self._elect_preferred([tp])
+        return f"reassign {topic}-{partition} from {current} to {target}; {elected}"
+
+    def _elect_preferred(self, partitions: list[Any] | None) -> str:
+        from samsa.client.admin import ElectionType
+
+        with self._admin() as admin:
+            results = admin.elect_leaders(ElectionType.PREFERRED, partitions)
+        moved = sum(1 for error in results.values() if error is None)
+        return f"preferred leaders elected ({moved} of {len(results)} partitions moved)"

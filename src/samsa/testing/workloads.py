@@ -19,7 +19,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
@@ -220,22 +220,29 @@ class CopyLoop(Workload):
                 # Fatal or unknown: start over with a new producer (it fences this one and
                 # ends its transaction) and a consumer at the group's committed offsets.
                 self.restarts += 1
-                log.info("%s starts over after %s", self.name, exc)
+                log.warning("%s starts over after %s", self.name, exc)
             finally:
                 consumer.close()
                 producer.flush(10)
 
     def _copy(self, producer: Producer, consumer: Consumer) -> None:
         try:
-            producer.init_transactions(30)
+            with _slow(self.name, "init_transactions"):
+                producer.init_transactions(30)
         except KafkaException:
             time.sleep(0.5)  # no coordinator yet: try again with a new producer
             raise
         consumer.subscribe([self.source])
+        idle_since = time.monotonic()
         while not self.stopping.is_set():
             messages = [m for m in consumer.consume(self.size, 0.2) if m.error() is None]
             if not messages:
+                if time.monotonic() - idle_since > 10:
+                    assigned = [tp.partition for tp in consumer.assignment()]
+                    log.warning("%s: nothing consumed for 10 s (assigned %s)", self.name, assigned)
+                    idle_since = time.monotonic()
                 continue
+            idle_since = time.monotonic()
             for message in messages:
                 _record_poll(self.history, self.group, self.name, message)
             self.attempt += 1
@@ -251,11 +258,13 @@ class CopyLoop(Workload):
                                      partition=message.partition() or 0)  # fmt: skip
                     values.append(value)
                 positions = consumer.position(consumer.assignment())
-                producer.send_offsets_to_transaction(
-                    positions, consumer.consumer_group_metadata(), 30
-                )
+                with _slow(self.name, "send_offsets_to_transaction"):
+                    producer.send_offsets_to_transaction(
+                        positions, consumer.consumer_group_metadata(), 30
+                    )
                 if self.random.random() < self.abort_ratio:
-                    producer.flush(30)  # the aborted records are in the log, to be skipped
+                    with _slow(self.name, "flush"):
+                        producer.flush(30)  # the aborted records are in the log, to be skipped
                     self._abort(producer, consumer, values)
                     continue
                 self._commit(producer, consumer, values)
@@ -270,10 +279,12 @@ class CopyLoop(Workload):
     def _commit(self, producer: Producer, consumer: Consumer, values: list[str]) -> None:
         while True:
             try:
-                producer.commit_transaction(30)
+                with _slow(self.name, "commit_transaction"):
+                    producer.commit_transaction(30)
             except KafkaException as exc:
                 error = exc.args[0]
                 if isinstance(error, KafkaError) and error.retriable():
+                    log.warning("%s: commit_transaction: %s; retrying", self.name, error)
                     continue
                 raise
             self.history.transaction(self.name, True, values)
@@ -282,18 +293,34 @@ class CopyLoop(Workload):
     def _abort(self, producer: Producer, consumer: Consumer, values: list[str]) -> None:
         while True:
             try:
-                producer.abort_transaction(30)
+                with _slow(self.name, "abort_transaction"):
+                    producer.abort_transaction(30)
                 break
             except KafkaException as exc:
                 error = exc.args[0]
                 if isinstance(error, KafkaError) and error.retriable():
+                    log.warning("%s: abort_transaction: %s; retrying", self.name, error)
                     continue
                 self.history.transaction(self.name, None, values)
                 raise
         self.history.transaction(self.name, False, values)
-        for tp in consumer.committed(consumer.assignment(), timeout=30):
+        with _slow(self.name, "committed"):
+            committed = consumer.committed(consumer.assignment(), timeout=30)
+        for tp in committed:
             if tp.error is None:
                 consumer.seek(KafkaTopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+
+
+@contextlib.contextmanager
+def _slow(name: str, step: str, after: float = 5.0) -> Iterator[None]:
+    """Log a step that took longer than ``after`` seconds (what a stalled workload waited on)."""
+    started = time.monotonic()
+    try:
+        yield
+    finally:
+        took = time.monotonic() - started
+        if took > after:
+            log.warning("%s: %s took %.1f s", name, step, took)
 
 
 class OffsetsWatch(Workload):
