@@ -59,6 +59,33 @@ class GroupReader(threading.Thread):
         self.stopping.set()
         self.join(60)
 
+    def state(self) -> str:
+        """Its assignment and positions (for a message when it did not read everything)."""
+        try:
+            positions = self.consumer.position(self.consumer.assignment())
+        except Exception as exc:  # the consumer may be closing
+            return f"no positions: {exc!r}"
+        return ", ".join(f"{tp.partition}@{tp.offset}" for tp in positions) or "nothing assigned"
+
+
+def wait_until_read(cluster: LocalCluster, writer: Writer, reader: GroupReader) -> None:
+    """Wait until the group has read every acknowledged record; say what is missing if not."""
+    acked = writer.acks.acked
+    try:
+        cluster.wait_until(lambda: set(acked) <= reader.values, "the group read every record",
+                           timeout=60)  # fmt: skip
+    except TimeoutError as exc:
+        missing: dict[int, list[int]] = {}
+        for value, (partition, offset) in acked.items():
+            if value not in reader.values:
+                missing.setdefault(partition, []).append(offset)
+        summary = {p: (len(o), min(o), max(o)) for p, o in sorted(missing.items())}
+        leaders = {p: cluster.leader_of(TOPIC, p) for p in range(PARTITIONS)}
+        raise AssertionError(
+            f"{exc}: missing (count, first, last offset) by partition {summary}; the reader "
+            f"is at {reader.state()}; leaders {leaders}; reader errors {reader.errors[-5:]}"
+        ) from exc
+
 
 @pytest.mark.timeout(300)
 def test_a_rolling_restart_under_load_shows_clients_only_retriable_errors_and_loses_nothing(
@@ -84,9 +111,7 @@ def test_a_rolling_restart_under_load_shows_clients_only_retriable_errors_and_lo
             )
     finally:
         writer.finish()
-        acked = set(writer.acks.acked)
-        cluster.wait_until(lambda: acked <= reader.values, "the group read every record",
-                           timeout=60)  # fmt: skip
+        wait_until_read(cluster, writer, reader)
         reader.finish()
     assert writer.acks.failed == 0, "a record was given up"
     fatal = [e for e in reader.errors if not e.retriable()]
@@ -112,9 +137,7 @@ def test_a_group_goes_on_when_its_coordinators_broker_is_killed(cluster: LocalCl
         cluster.start_broker(coordinator)
     finally:
         writer.finish()
-        acked = set(writer.acks.acked)
-        cluster.wait_until(lambda: acked <= reader.values, "the group read every record",
-                           timeout=60)  # fmt: skip
+        wait_until_read(cluster, writer, reader)
         reader.finish()
     assert [e for e in reader.errors if not e.retriable()] == []
 
