@@ -15,6 +15,7 @@ from samsa.cluster.zk_client import (
     ZkCreate,
     ZkSet,
 )
+from samsa.testing.netproxy import LinkProxy
 from samsa.testing.zookeeper import ZooKeeperServer
 
 
@@ -101,6 +102,55 @@ def test_a_children_watch_fires_once_on_the_loop_when_a_child_is_added(zk_connec
             await client.close()
 
     assert run(scenario()) == ["2"]
+
+
+def test_a_change_after_a_dropped_connection_is_seen_by_the_watch_set_before_it(
+    zookeeper: ZooKeeperServer, zk_connect: str
+) -> None:
+    """kazoo forgets its watches when the connection drops and does not set them again on
+    the next one; the client fires them once connected again, so their owners read again."""
+    chroot = "/" + zk_connect.partition("/")[2]
+    proxy = LinkProxy(("127.0.0.1", zookeeper.port))
+
+    async def scenario() -> tuple[bytes, list[str]]:
+        writer = ZkClient(zk_connect)
+        follower = ZkClient(f"127.0.0.1:{proxy.port}{chroot}", session_timeout_ms=20_000)
+        await writer.start()
+        await follower.start()
+        states: list[str] = []
+        follower.add_state_listener(states.append)
+        seen: list[bytes] = []
+        changed = asyncio.Event()
+
+        async def read() -> None:  # what a metadata cache does: read, watching
+            data, _ = await follower.get("/state", watch=lambda: asyncio.ensure_future(read()))
+            seen.append(data)
+            changed.set()
+
+        try:
+            await writer.create("/state", b"epoch 0")
+            await read()
+            proxy.cut()  # the connection drops; the session lives on
+            while "SUSPENDED" not in states:
+                await asyncio.sleep(0.05)
+            proxy.heal()
+            while states[-1] != "CONNECTED":
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.5)  # the watch is read again after the reconnection
+            changed.clear()
+            await writer.set("/state", b"epoch 1")
+            await asyncio.wait_for(changed.wait(), 10)
+            return seen[-1], list(states)
+        finally:
+            await writer.close()
+            await follower.close()
+
+    try:
+        last, states = run(scenario())  # type: ignore[misc]
+    finally:
+        proxy.close()
+    assert last == b"epoch 1"
+    assert "LOST" not in states  # the same session throughout
 
 
 def test_a_multi_with_a_failed_check_writes_nothing(zk_connect: str) -> None:

@@ -4,7 +4,9 @@
 this module turns each request into an ``asyncio`` future of the broker's loop
 and delivers watch events and session-state changes to callbacks *on that
 loop* (``call_soon_threadsafe``), so the state they change keeps its one owner.
-Nothing here blocks the loop.
+Nothing here blocks the loop. A watch also fires once the connection is back
+after it dropped (kazoo does not set watches again on a new connection), so
+whoever set it reads again and sees what changed meanwhile.
 
 ``zookeeper.connect`` is Kafka's: ``host:port[,host:port…][/chroot]``. The
 chroot is created when missing (as Kafka does) and every path given to this
@@ -102,6 +104,8 @@ class ZkClient:
         self._loop = asyncio.get_running_loop()
         self._kazoo = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000)
         self._state_listeners: list[Callable[[str], None]] = []
+        self._lost_watches: list[Callable[[], None]] = []
+        """Watches the last dropped connection took, fired once connected again."""
         self._kazoo.add_listener(self._on_state)
 
     # -- session ----------------------------------------------------------------------
@@ -151,8 +155,18 @@ class ZkClient:
             self._loop.call_soon_threadsafe(self._notify_state, name)
 
     def _notify_state(self, name: str) -> None:
+        if name == "CONNECTED":
+            lost, self._lost_watches = self._lost_watches, []
+            for watch in lost:
+                watch()
         for listener in list(self._state_listeners):
             listener(name)
+
+    def _watch_lost(self, watch: Callable[[], None]) -> None:
+        if self.connected:
+            watch()  # connected again before this reached the loop
+        else:
+            self._lost_watches.append(watch)
 
     # -- requests ---------------------------------------------------------------------
 
@@ -160,7 +174,8 @@ class ZkClient:
         return self.chroot + path
 
     async def get(self, path: str, watch: Callable[[], None] | None = None) -> tuple[bytes, int]:
-        """The znode's data and version (NoNodeError if absent); ``watch()`` once it changes."""
+        """The znode's data and version (NoNodeError if absent); ``watch()`` once it changes
+        (or once connected again after a dropped connection: read it again)."""
         data, stat = await self._wrap(
             self._kazoo.get_async(self._path(path), watch=self._watcher(watch))
         )
@@ -252,9 +267,15 @@ class ZkClient:
             return None
 
         def fired(event: WatchedEvent) -> None:  # a kazoo thread
-            # A NONE event is a session notice, not a change of this znode: the
-            # state listener reports those.
-            if event.type != EventType.NONE and not self._loop.is_closed():
+            if self._loop.is_closed():
+                return
+            if event.type == EventType.NONE:
+                # The connection dropped. kazoo forgets every watch then and does not
+                # set them again on the next connection (no SetWatches), so a change
+                # made meanwhile or later would go unseen: the watch fires once
+                # connected again, and its owner reads the znode again, watching it.
+                self._loop.call_soon_threadsafe(self._watch_lost, watch)
+            else:
                 self._loop.call_soon_threadsafe(watch)
 
         return fired
