@@ -42,6 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, request_stop)
+        loop.add_signal_handler(signal.SIGUSR1, _log_tasks)
         try:
             await broker.start()
         except (SamsaError, OSError) as exc:
@@ -56,6 +57,18 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError:  # uvloop is optional: the stdlib loop serves the same protocol
         return asyncio.run(run())
     return uvloop.run(run())
+
+
+def _log_tasks() -> None:
+    """SIGUSR1: log where every task of the event loop waits (a broker that hangs says why)."""
+    import io
+
+    out = io.StringIO()
+    tasks = asyncio.all_tasks()
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        out.write(f"-- {task.get_name()}: {task.get_coro()!r}\n")
+        task.print_stack(limit=12, file=out)
+    logging.getLogger("samsa").warning("SIGUSR1: %d tasks\n%s", len(tasks), out.getvalue())
 
 
 def _dump_log(args: argparse.Namespace) -> int:

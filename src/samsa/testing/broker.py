@@ -73,7 +73,16 @@ class BrokerProcess:
         if self.process is None:
             return 0
         self.process.send_signal(signal.SIGTERM)
-        code = self.process.wait(timeout)
+        try:
+            code = self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # Leave the broker's tasks and where they wait in its log, then end it.
+            self.process.send_signal(signal.SIGUSR1)
+            time.sleep(1)
+            self.kill()
+            raise RuntimeError(
+                f"broker did not stop {timeout} s after SIGTERM; its tasks: {self.log_path}"
+            ) from None
         self.process = None
         return code
 
