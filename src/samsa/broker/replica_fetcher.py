@@ -43,6 +43,9 @@ from samsa.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
+_STOP_TIMEOUT_S = 5.0
+"""How long :meth:`ReplicaFetcher.stop` waits for the loop to end."""
+
 FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
 FETCH_VERSION = 12  # replica id and topic names; truncation goes through OffsetForLeaderEpoch
 LIST_OFFSETS_VERSION = 7
@@ -128,6 +131,7 @@ class ReplicaFetcher:
         self._work = asyncio.Event()
         self._connection: BrokerConnection | None = None
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def add(self, partition: Partition) -> None:
         self.partitions[partition.tp] = _Following(partition, partition.leader_epoch)
@@ -147,19 +151,32 @@ class ReplicaFetcher:
             asyncio.get_running_loop().create_task(connection.close())
 
     async def stop(self) -> None:
+        """End the loop and close its connection (a request in flight fails at once).
+
+        The loop also ends by itself on its next turn: Python 3.11's ``wait_for`` can
+        lose a cancellation that races with its own timeout, and a fetcher that then
+        carried on kept a broker from stopping. The wait here is bounded all the same.
+        """
+        self._stopping = True
         task, self._task = self._task, None
+        connection, self._connection = self._connection, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        if self._connection is not None:
-            await self._connection.close()
-            self._connection = None
+        if connection is not None:
+            await connection.close()
+        if task is None:
+            return
+        done, _ = await asyncio.wait({task}, timeout=_STOP_TIMEOUT_S)
+        if not done:
+            log.warning("the fetcher from broker %d did not stop within %.0f s; leaving it",
+                        self.leader_id, _STOP_TIMEOUT_S)  # fmt: skip
+        elif not task.cancelled():
+            task.exception()  # retrieved: _run logs what it does not handle
 
     # -- the loop -------------------------------------------------------------------------
     async def _run(self) -> None:
         backoff_s = self.config.backoff_ms / 1000
-        while True:
+        while not self._stopping:
             if not self.partitions:
                 self._work.clear()
                 await self._work.wait()
@@ -206,6 +223,10 @@ class ReplicaFetcher:
             request_timeout_ms=self.config.socket_timeout_ms,
         )
         self._connection = await connection.open()
+        if self._stopping:  # stopped while connecting
+            self._connection = None
+            await connection.close()
+            raise asyncio.CancelledError
         return connection
 
     def _current(self, tp: TopicPartition, following: _Following) -> bool:
