@@ -74,6 +74,8 @@ class Outcome:
     refused: int
     """Connections the proxies refused during cuts."""
     workload_errors: list[str]
+    client_hangs: int = 0
+    """Copy-loop producers given up in a hung librdkafka call (workloads.SEND_OFFSETS_HANG_S)."""
 
 
 def run(
@@ -127,7 +129,7 @@ def run(
     final = Final(logs, _replicas(faulty), _committed(history))
     report = check(history, final, settings.stuck_after)
     errors = [f"{w.name}: {w.error!r}" for w in workloads if w.error is not None]
-    return Outcome(report, history, faulty.refused(), errors)
+    return Outcome(report, history, faulty.refused(), errors, copier.client_hangs)
 
 
 def _create_topics(bootstrap: str) -> None:
@@ -230,7 +232,8 @@ def _replicas_alike(faulty: FaultyCluster) -> bool:
 def print_outcome(outcome: Outcome, say: Callable[[str], None] = print) -> None:
     say(outcome.report.table())
     counts = ", ".join(f"{n} {what}" for what, n in outcome.report.counts.items())
-    say(f"({counts}; {outcome.refused} connections refused by cut links)")
+    say(f"({counts}; {outcome.refused} connections refused by cut links; "
+        f"{outcome.client_hangs} copy-loop producers given up in a hung client call)")  # fmt: skip
     for error in outcome.workload_errors:
         say(f"workload error: {error}")
 

@@ -206,6 +206,8 @@ class CopyLoop(Workload):
         self.random = random.Random(seed)
         self.attempt = 0
         self.restarts = 0
+        self.client_hangs = 0
+        """Producers given up in send_offsets_to_transaction (see :data:`SEND_OFFSETS_HANG_S`)."""
 
     def work(self) -> None:
         while not self.stopping.is_set():
@@ -214,8 +216,15 @@ class CopyLoop(Workload):
                                  "message.timeout.ms": 60_000})  # fmt: skip
             consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
                                  **CONSUMER_SETTINGS})  # fmt: skip
+            abandoned = False
             try:
                 self._copy(producer, consumer)
+            except ClientHang as exc:
+                # The producer is left to its hung call; the next one fences it.
+                abandoned = True
+                self.client_hangs += 1
+                self.restarts += 1
+                log.warning("%s starts over: %s", self.name, exc)
             except KafkaException as exc:
                 # Fatal or unknown: start over with a new producer (it fences this one and
                 # ends its transaction) and a consumer at the group's committed offsets.
@@ -223,7 +232,8 @@ class CopyLoop(Workload):
                 log.warning("%s starts over after %s", self.name, exc)
             finally:
                 consumer.close()
-                producer.flush(10)
+                if not abandoned:
+                    producer.flush(10)
 
     def _copy(self, producer: Producer, consumer: Consumer) -> None:
         try:
@@ -259,9 +269,7 @@ class CopyLoop(Workload):
                     values.append(value)
                 positions = consumer.position(consumer.assignment())
                 with _slow(self.name, "send_offsets_to_transaction"):
-                    producer.send_offsets_to_transaction(
-                        positions, consumer.consumer_group_metadata(), 30
-                    )
+                    _send_offsets(producer, positions, consumer.consumer_group_metadata())
                 if self.random.random() < self.abort_ratio:
                     with _slow(self.name, "flush"):
                         producer.flush(30)  # the aborted records are in the log, to be skipped
@@ -273,6 +281,9 @@ class CopyLoop(Workload):
                 if isinstance(error, KafkaError) and error.txn_requires_abort():
                     self._abort(producer, consumer, values)
                     continue
+                self.history.transaction(self.name, None, values)
+                raise
+            except ClientHang:
                 self.history.transaction(self.name, None, values)
                 raise
 
@@ -309,6 +320,42 @@ class CopyLoop(Workload):
         for tp in committed:
             if tp.error is None:
                 consumer.seek(KafkaTopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+
+
+SEND_OFFSETS_HANG_S = 15.0
+"""How long send_offsets_to_transaction may take before the copy loop gives its
+producer up: below the checker's bound for a stuck group, so that the loop's group
+does not count as stuck for a client defect (a call that was only slow costs a fresh
+start). librdkafka 2.16 ignores that call's timeout (confluentinc/librdkafka#5456) and
+can wait for good when the group coordinator it cached is a broker that left the
+metadata, one that was killed (confluentinc/librdkafka#5511)."""
+
+
+class ClientHang(Exception):
+    """A client call that did not return in time (a client defect, not the broker's)."""
+
+
+def _send_offsets(producer: Producer, positions: list[KafkaTopicPartition], group: Any) -> None:
+    """``send_offsets_to_transaction`` on a thread of its own; ClientHang if it hangs."""
+    outcome: list[BaseException | None] = []
+
+    def call() -> None:
+        try:
+            producer.send_offsets_to_transaction(positions, group, 30)
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller
+            outcome.append(exc)
+
+    caller = threading.Thread(target=call, name="send-offsets", daemon=True)
+    caller.start()
+    caller.join(SEND_OFFSETS_HANG_S)
+    if not outcome:
+        raise ClientHang(
+            f"send_offsets_to_transaction did not return in {SEND_OFFSETS_HANG_S:.0f} s "
+            "(confluentinc/librdkafka#5511)"
+        )
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 @contextlib.contextmanager
