@@ -9,10 +9,10 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
-from tests.integration.txn_copier import CopyStats, copy_topic
+from tests.integration.txn_copier import CopyStats, copy_topic, read_committed
 
 from samsa import Consumer as SamsaConsumer
 from samsa import Producer as SamsaProducer
@@ -164,15 +164,5 @@ def test_a_transactional_copy_loop_and_its_group_carry_on_across_a_leader_kill(
     cluster.kill(victim)
     copier.join(200)
     assert result and not isinstance(result[0], BaseException), result
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "checker",
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                         **QUIET})  # fmt: skip
-    consumer.subscribe(["copy"])
-    copied: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(copied) < len(values) and time.monotonic() < deadline:
-        for message in consumer.consume(1000, 0.5):
-            if message.error() is None:
-                copied.append(message.value())
-    consumer.close()
+    copied = read_committed(cluster.bootstrap, "copy", len(values))
     assert sorted(copied) == sorted(values), "each source record copied exactly once"

@@ -15,7 +15,7 @@ from tests.cluster.test_failover import (
     check_replicas_and_acknowledgements,
     create_failover_topic,
 )
-from tests.integration.txn_copier import copy_topic
+from tests.integration.txn_copier import copy_topic, read_committed
 
 from samsa.coordinator.group.records import partition_for
 from samsa.testing.cluster import LocalCluster
@@ -199,15 +199,5 @@ def test_an_exactly_once_copy_goes_on_when_its_transaction_coordinators_broker_i
     copier.join(200)
     assert result and not isinstance(result[0], BaseException), result
     cluster.start_broker(coordinator)
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "checker",
-                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
-                         **QUIET})  # fmt: skip
-    consumer.subscribe(["txn-out"])
-    copied: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(copied) < len(values) and time.monotonic() < deadline:
-        for message in consumer.consume(1000, 0.5):
-            if message.error() is None:
-                copied.append(message.value())
-    consumer.close()
+    copied = read_committed(cluster.bootstrap, "txn-out", len(values))
     assert sorted(copied) == sorted(values), "each input record copied exactly once"

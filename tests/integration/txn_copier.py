@@ -143,6 +143,26 @@ def copy_topic(
     return stats
 
 
+def read_committed(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> list[bytes]:
+    """The values of ``topic`` a read_committed consumer sees, once ``count`` are read
+    (or ``timeout`` has passed)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         **QUIET})  # fmt: skip
+    consumer.subscribe([topic])
+    values: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.5):
+                value = message.value()
+                if message.error() is None and value is not None:
+                    values.append(value)
+    finally:
+        consumer.close()
+    return values
+
+
 def rewind(consumer: Consumer) -> None:
     """Seek every assigned partition back to the group's committed offset (its start when
     nothing is committed), so that what an aborted transaction consumed is read again."""
