@@ -269,12 +269,18 @@ class Connection(asyncio.Protocol):
                 await self._write(response)
         except asyncio.CancelledError:
             pass
-        except _CloseConnection as exc:
+        except Exception as exc:
+            self._ended_by(exc)
+
+    def _ended_by(self, exc: Exception) -> None:
+        """A serving task stopped on ``exc``: a close the protocol asked for, a broken
+        socket, or a defect (logged with its traceback)."""
+        if isinstance(exc, _CloseConnection):
             self._closing_for(exc)
-        except (OSError, TimeoutError) as exc:
+        elif isinstance(exc, (OSError, TimeoutError)):
             log.info("closing connection from %s: %s", self.peer, exc)
             self.close()
-        except Exception as exc:
+        else:
             self._failed(exc)
 
     def _closing_for(self, exc: _CloseConnection) -> None:
@@ -322,13 +328,8 @@ class Connection(asyncio.Protocol):
                 await self._write(response)
         except asyncio.CancelledError:
             pass
-        except _CloseConnection as exc:
-            self._closing_for(exc)
-        except (OSError, TimeoutError) as exc:
-            log.info("closing connection from %s: %s", self.peer, exc)
-            self.close()
         except Exception as exc:
-            self._failed(exc)
+            self._ended_by(exc)
         finally:
             self._writer = None
 
