@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.cluster.conftest import replica_records
@@ -90,16 +91,29 @@ def test_metadata_names_every_live_broker_and_each_partitions_replicas(
     cluster.kill(victim)
     cluster.wait_for_leader("described", 0, not_in=[victim])
     alive = next(b for b in cluster.alive())
-    response = exchange(
-        f"127.0.0.1:{cluster.brokers[alive].port}",
-        METADATA,
-        12,
-        {
-            "topics": [{"name": "described", "topic_id": None}],
-            "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": False,
-        },
-    )
+
+    def metadata() -> Any:
+        return exchange(
+            f"127.0.0.1:{cluster.brokers[alive].port}",
+            METADATA,
+            12,
+            {
+                "topics": [{"name": "described", "topic_id": None}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+
+    def settled() -> bool:
+        response = metadata()
+        return victim not in {b.node_id for b in response.brokers} and all(
+            victim not in p.isr_nodes for p in response.topics[0].partitions
+        )
+
+    # The controller drops the victim from each partition's ISR in its own write, and the
+    # broker asked sees each write through its watch: wait until all have arrived.
+    cluster.wait_until(settled, "the victim gone from the broker's metadata and every ISR")
+    response = metadata()
     assert sorted(b.node_id for b in response.brokers) == sorted(cluster.alive())
     assert response.controller_id in cluster.alive()
     (topic,) = response.topics
