@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from confluent_kafka import Producer
-from tests.cluster.conftest import replica_records
+from tests.cluster.conftest import GROUP_SETTINGS, replica_records
 from tests.rawclient import exchange
 
 from samsa.client.admin import Admin
@@ -105,10 +107,26 @@ def test_generate_proposes_a_spread_over_the_brokers_given(
     assert all(sorted(p["replicas"]) == [1, 2] for p in proposed)  # broker 3 decommissioned
 
 
-def test_a_move_that_cannot_finish_is_listed_and_can_be_cancelled(cluster: LocalCluster) -> None:
+@pytest.fixture
+def patient_cluster(tmp_path: Path, zk_connect: str) -> Iterator[LocalCluster]:
+    """Three brokers whose ZooKeeper sessions last 30 s: a frozen broker stays registered
+    (a 3 s session expired before a busy machine got the next request out)."""
+    local = LocalCluster(tmp_path, 3, GROUP_SETTINGS, zookeeper_connect=zk_connect,
+                         session_timeout_ms=30_000)  # fmt: skip
+    local.start()
+    try:
+        yield local
+    finally:
+        local.close()
+
+
+def test_a_move_that_cannot_finish_is_listed_and_can_be_cancelled(
+    patient_cluster: LocalCluster,
+) -> None:
+    cluster = patient_cluster
     _create_on(cluster, "stuck", [[1, 2]])
     _produce(cluster, "stuck", 100)
-    cluster.pause(3)  # the new replica never catches up
+    cluster.pause(3)  # the new replica never catches up, but stays registered
     try:
         reachable = f"127.0.0.1:{cluster.brokers[1].port},127.0.0.1:{cluster.brokers[2].port}"
         with Admin({"bootstrap.servers": reachable}) as admin:
