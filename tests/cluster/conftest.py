@@ -37,3 +37,17 @@ def replica_records(
 ) -> list[tuple[int, bytes | None]]:
     """Every record of a replica's segment files, in offset order: ``(offset, value)``."""
     return cluster.replica_records(broker_id, topic, partition)
+
+
+@pytest.fixture
+def patient_cluster(tmp_path: Path, zk_connect: str) -> Iterator[LocalCluster]:
+    """The same three brokers with 30 s ZooKeeper sessions: a broker frozen for a test's
+    few seconds stays registered (a 3 s session can expire before a busy machine gets
+    the test's next request out)."""
+    local = LocalCluster(tmp_path, 3, GROUP_SETTINGS, zookeeper_connect=zk_connect,
+                         session_timeout_ms=30_000)  # fmt: skip
+    local.start()
+    try:
+        yield local
+    finally:
+        local.close()

@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from confluent_kafka import Producer
-from tests.cluster.conftest import GROUP_SETTINGS, replica_records
+from tests.cluster.conftest import replica_records
 from tests.rawclient import exchange
 
 from samsa.client.admin import Admin
@@ -105,19 +103,6 @@ def test_generate_proposes_a_spread_over_the_brokers_given(
     proposed = json.loads(lines[4])["partitions"]
     assert len(proposed) == 3
     assert all(sorted(p["replicas"]) == [1, 2] for p in proposed)  # broker 3 decommissioned
-
-
-@pytest.fixture
-def patient_cluster(tmp_path: Path, zk_connect: str) -> Iterator[LocalCluster]:
-    """Three brokers whose ZooKeeper sessions last 30 s: a frozen broker stays registered
-    (a 3 s session expired before a busy machine got the next request out)."""
-    local = LocalCluster(tmp_path, 3, GROUP_SETTINGS, zookeeper_connect=zk_connect,
-                         session_timeout_ms=30_000)  # fmt: skip
-    local.start()
-    try:
-        yield local
-    finally:
-        local.close()
 
 
 def test_a_move_that_cannot_finish_is_listed_and_can_be_cancelled(

@@ -136,8 +136,9 @@ def _produce_frame(topic: str, value: bytes, acks: int, correlation_id: int) -> 
 
 
 def test_an_acks_all_produce_waiting_for_replicas_does_not_hold_up_the_next_requests(
-    cluster: LocalCluster,
+    patient_cluster: LocalCluster,
 ) -> None:
+    cluster = patient_cluster  # the frozen followers stay registered, so in the ISR
     _create(cluster, "pipelined")
     leader = cluster.wait_for_leader("pipelined")
     for follower in (b for b in cluster.brokers if b != leader):
