@@ -30,6 +30,11 @@ or None for no response."""
 client_host: ContextVar[str] = ContextVar("client_host", default="")
 """The peer of the connection whose request is being served ("/127.0.0.1", as Kafka shows it)."""
 
+ANONYMOUS = "User:ANONYMOUS"
+request_principal: ContextVar[str] = ContextVar("request_principal", default=ANONYMOUS)
+"""The authenticated principal of the connection whose request is being served
+(``User:<name>``; Kafka's ``User:ANONYMOUS`` on a connection that did not authenticate)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RawResponse:
