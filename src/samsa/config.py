@@ -26,6 +26,8 @@ class ConfigType(Enum):
     STRING = "string"
     BOOLEAN = "boolean"
     LIST = "list"
+    PASSWORD = "password"
+    """A string never shown: DescribeConfigs answers it as sensitive, with no value."""
 
 
 Validator = Callable[[Any], str | None]

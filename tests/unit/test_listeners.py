@@ -18,7 +18,7 @@ def test_a_named_listener_takes_its_protocol_from_the_map() -> None:
     ("spec", "protocols", "message"),
     [
         ("INTERNAL://127.0.0.1:9093", "PLAINTEXT:PLAINTEXT", "has no protocol"),
-        ("SECURE://127.0.0.1:9093", "SECURE:SSL", "only PLAINTEXT"),
+        ("SECURE://127.0.0.1:9093", "SECURE:TLS", "unknown security protocol TLS"),
         ("127.0.0.1:9093", "PLAINTEXT:PLAINTEXT", "expected NAME://host:port"),
     ],
 )

@@ -35,6 +35,9 @@ request_principal: ContextVar[str] = ContextVar("request_principal", default=ANO
 """The authenticated principal of the connection whose request is being served
 (``User:<name>``; Kafka's ``User:ANONYMOUS`` on a connection that did not authenticate)."""
 
+request_listener: ContextVar[str] = ContextVar("request_listener", default="")
+"""The name of the listener the request being served came in on ("" outside a connection)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RawResponse:

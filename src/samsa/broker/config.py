@@ -13,6 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from samsa.broker.security_config import (
+    SECURITY_CONFIG_KEYS,
+    SECURITY_PROTOCOLS,
+    ListenerSecurity,
+    listener_security,
+    split_listener_overrides,
+)
 from samsa.config import (
     INT_MAX,
     LONG_MAX,
@@ -39,8 +46,9 @@ BROKER_CONFIG = ConfigDef(
     [
         ConfigKey("listeners", _LIST, ["PLAINTEXT://127.0.0.1:9092"], "Addresses to listen on."),
         ConfigKey("advertised.listeners", _LIST, [], "Addresses told to clients."),
-        ConfigKey("listener.security.protocol.map", _S, "PLAINTEXT:PLAINTEXT",
-                  "NAME:PROTOCOL pairs naming each listener's protocol (PLAINTEXT only)."),
+        ConfigKey("listener.security.protocol.map", _S,
+                  "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+                  "NAME:PROTOCOL pairs naming each listener's security protocol."),
         ConfigKey("log.dirs", _LIST, [], "Data directories (default: log.dir)."),
         ConfigKey("log.dir", _S, "./data", "Data directory when log.dirs is not set."),
         ConfigKey("node.id", _I, -1, "This broker's id (alias of broker.id).", at_least(-1)),
@@ -196,6 +204,7 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("broker.rack", _S, None, "This broker's rack (rack-aware replica placement)."),
         ConfigKey("inter.broker.listener.name", _S, None,
                   "The listener brokers reach each other on (default: the first)."),
+        *SECURITY_CONFIG_KEYS,
     ]
 )  # fmt: skip
 
@@ -222,6 +231,8 @@ class Listener:
     name: str
     host: str
     port: int
+    protocol: str = "PLAINTEXT"
+    """The security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
 
 
 def parse_protocol_map(text: str) -> dict[str, str]:
@@ -238,21 +249,24 @@ def parse_protocol_map(text: str) -> dict[str, str]:
 
 
 def parse_listener(spec: str, protocols: Mapping[str, str] | None = None) -> Listener:
-    """``NAME://host:port`` → Listener. The name's protocol (``listener.security.protocol.map``;
-    PLAINTEXT is PLAINTEXT) must be PLAINTEXT: no TLS or SASL is served yet."""
+    """``NAME://host:port`` → Listener, with the name's security protocol
+    (``listener.security.protocol.map``; a protocol's own name maps to itself)."""
     name, sep, address = spec.partition("://")
     host, colon, port = address.rpartition(":")
     if not sep or not colon or not port.isdigit():
         raise ConfigError(f"invalid listener {spec!r}: expected NAME://host:port")
     name = name.upper()
-    protocol = {"PLAINTEXT": "PLAINTEXT", **(protocols or {})}.get(name)
+    protocol = {**{p: p for p in SECURITY_PROTOCOLS}, **(protocols or {})}.get(name)
     if protocol is None:
         raise ConfigError(
             f"listener {spec!r}: {name} has no protocol in listener.security.protocol.map"
         )
-    if protocol != "PLAINTEXT":
-        raise ConfigError(f"listener {spec!r}: only PLAINTEXT listeners are supported")
-    return Listener(name, host.strip("[]") or "0.0.0.0", int(port))
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ConfigError(
+            f"listener {spec!r}: unknown security protocol {protocol} (expected one of "
+            f"{', '.join(sorted(SECURITY_PROTOCOLS))})"
+        )
+    return Listener(name, host.strip("[]") or "0.0.0.0", int(port), protocol)
 
 
 @dataclass(frozen=True)
@@ -266,13 +280,16 @@ class BrokerConfig:
     node_id: int
     log_defaults: LogConfig
     overrides: Mapping[str, str] = field(default_factory=dict)
+    security: Mapping[str, ListenerSecurity] = field(default_factory=dict)
+    """Each listener's security, by listener name."""
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any]) -> BrokerConfig:
-        values = BROKER_CONFIG.parse(props)
+        plain_props, listener_overrides = split_listener_overrides(props)
+        values = BROKER_CONFIG.parse(plain_props)
         protocols = parse_protocol_map(values["listener.security.protocol.map"])
         listeners = tuple(parse_listener(s, protocols) for s in values["listeners"])
         if not listeners:
@@ -284,6 +301,7 @@ class BrokerConfig:
         node_id = values["node.id"] if values["node.id"] >= 0 else max(values["broker.id"], 0)
         if values["socket.request.max.bytes"] > INT_MAX:
             raise ConfigError("socket.request.max.bytes must fit in 32 bits")
+        security = _security(values, listeners, listener_overrides)
         return cls(
             values=values,
             listeners=listeners,
@@ -292,6 +310,7 @@ class BrokerConfig:
             node_id=node_id,
             log_defaults=LogConfig.from_props(_topic_defaults(values)),
             overrides={k: str(v) for k, v in props.items()},
+            security=security,
         )
 
     @classmethod
@@ -311,6 +330,33 @@ class BrokerConfig:
                 raise ConfigError(f"override {item!r} is not key=value")
             props[key.strip()] = value.strip()
         return cls.from_props(props)
+
+
+def _security(
+    values: Mapping[str, Any],
+    listeners: tuple[Listener, ...],
+    overrides: Mapping[str, Mapping[str, str]],
+) -> dict[str, ListenerSecurity]:
+    names = {listener.name for listener in listeners}
+    for name in overrides:
+        if name not in names:
+            raise ConfigError(f"listener.name.{name.lower()}.* names no listener in listeners")
+    security = {
+        listener.name: listener_security(
+            listener.name, listener.protocol, values, overrides.get(listener.name, {})
+        )
+        for listener in listeners
+    }
+    if values["zookeeper.connect"]:
+        inter = values["inter.broker.listener.name"] or listeners[0].name
+        protocol = security[inter].protocol if inter in security else "PLAINTEXT"
+        if protocol != "PLAINTEXT":
+            raise ConfigError(
+                f"inter.broker.listener.name {inter} is {protocol}: brokers reach each other "
+                "on a PLAINTEXT listener (add one, e.g. INTERNAL://127.0.0.1:9192 with "
+                "INTERNAL:PLAINTEXT, and name it in inter.broker.listener.name)"
+            )
+    return security
 
 
 def _first(*candidates: int | None) -> int:

@@ -8,6 +8,12 @@ nothing else. A handler that raises gets its request answered with an error
 (see :meth:`Connection._handler_failed`). Record data of a Fetch goes from the
 segment files to the socket with ``os.sendfile``.
 
+On a TLS listener (SSL, SASL_SSL) the transport encrypts, so file regions are
+read and written through it instead of ``sendfile``; a client certificate makes
+the principal ``User:<DN>`` (mapped by ``ssl.principal.mapping.rules``). On a
+SASL listener the connection is served nothing but ApiVersions and the SASL
+exchange until it has authenticated (:mod:`samsa.broker.sasl_authenticator`).
+
 ``connections.max.idle.ms`` closes a connection that has sent nothing for that
 long (a half-sent frame included); ``queued.max.request.bytes`` bounds the
 bytes of requests held (:mod:`samsa.broker.memory_pool`).
@@ -18,16 +24,33 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import struct
 import time
 from collections import deque
 from typing import Any, Protocol, cast
 
-from samsa.broker.api import CloseConnectionRequest, Deferred, RawResponse, client_host
+from samsa.broker.api import (
+    ANONYMOUS,
+    CloseConnectionRequest,
+    Deferred,
+    RawResponse,
+    client_host,
+    request_listener,
+    request_principal,
+)
 from samsa.broker.config import BrokerConfig
 from samsa.broker.handlers.api_versions import unsupported_version_response
+from samsa.broker.handlers.sasl import raw_token
 from samsa.broker.memory_pool import RequestMemoryPool, release_freed_memory
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.registry import ApiRegistry
+from samsa.broker.sasl_authenticator import (
+    PRE_AUTHENTICATION_APIS,
+    SaslAuthenticator,
+    current_authenticator,
+)
+from samsa.broker.scram_credentials import ScramCredentials
+from samsa.broker.security_config import ListenerSecurity
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import (
     RequestDecodeError,
@@ -37,12 +60,15 @@ from samsa.protocol.codec import (
 )
 from samsa.protocol.error_response import error_response
 from samsa.protocol.framing import FrameDecoder, FrameError
+from samsa.security.tls import TlsConfigError, distinguished_name
 
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
 _MAX_QUEUED_FRAMES = 64
 _MAX_LATER_RESPONSES = 64
+_PLAINTEXT = ListenerSecurity("PLAINTEXT")
+_TLS_READ_CHUNK = 256 * 1024
 # A connection lost with this much of a frame received has its freed memory given back.
 _TRIM_AFTER_ABANDONED_BYTES = 1 << 20
 
@@ -57,6 +83,7 @@ class ConnectionHost(Protocol):
     handler_traceback_log: RateLimitedLog
     connection_log: RateLimitedLog
     connections_max_idle_s: float | None
+    scram_credentials: ScramCredentials
 
     def connection_opened(self, connection: Connection) -> None: ...
 
@@ -70,10 +97,25 @@ class ConnectionHost(Protocol):
 class Connection(asyncio.Protocol):
     """One client connection: frames in, responses out, in order."""
 
-    def __init__(self, broker: ConnectionHost, ip: str) -> None:
+    def __init__(
+        self,
+        broker: ConnectionHost,
+        ip: str,
+        listener: str = "PLAINTEXT",
+        security: ListenerSecurity = _PLAINTEXT,
+    ) -> None:
         self.broker = broker
         self.ip = ip
-        self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+        self.listener = listener
+        self.security = security
+        self.principal = ANONYMOUS
+        self.authenticator = (
+            SaslAuthenticator(security, broker.scram_credentials) if security.sasl else None
+        )
+        max_frame = broker.config["socket.request.max.bytes"]
+        if self.authenticator is not None:
+            max_frame = min(max_frame, security.max_receive_size)
+        self.decoder = FrameDecoder(max_frame)
         self.queue: asyncio.Queue[bytes] = asyncio.Queue()
         self.transport: asyncio.Transport | None = None
         self.worker: asyncio.Task[None] | None = None
@@ -95,16 +137,34 @@ class Connection(asyncio.Protocol):
         self._later: deque[asyncio.Future[bytes | RawResponse | None]] = deque()
         """Responses to write, in request order, once each is ready (see :class:`Deferred`)."""
         self._writer: asyncio.Task[None] | None = None
+        self._close_after_write = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        # high=0: pause_writing marks any unsent data, resume_writing a fully drained
-        # buffer — the moment file regions may go straight to the socket.
-        self.transport.set_write_buffer_limits(high=0, low=0)
+        tls = self.security.ssl_context is not None
+        if not tls:
+            # high=0: pause_writing marks any unsent data, resume_writing a fully drained
+            # buffer — the moment file regions may go straight to the socket. A TLS
+            # transport keeps its default limits: everything goes through it.
+            self.transport.set_write_buffer_limits(high=0, low=0)
         sock = transport.get_extra_info("socket")
-        self._socket_fd = sock.fileno() if sock is not None else -1
+        # Through TLS the transport must see every byte: no sendfile to the socket.
+        self._socket_fd = sock.fileno() if sock is not None and not tls else -1
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if tls and self.security.principal_mapper is not None:
+            certificate = transport.get_extra_info("peercert")
+            if certificate:
+                try:
+                    name = self.security.principal_mapper.name(distinguished_name(certificate))
+                except TlsConfigError as exc:
+                    self.broker.connection_log.log(
+                        logging.WARNING, "closing connection from %s: %s", self.peer, exc
+                    )
+                    self.transport.close()
+                    return
+                if self.authenticator is None:
+                    self.principal = f"User:{name}"
         self.broker.connection_opened(self)
         loop = asyncio.get_running_loop()
         self.worker = loop.create_task(self._serve())
@@ -243,6 +303,9 @@ class Connection(asyncio.Protocol):
 
     async def _serve(self) -> None:
         client_host.set("/" + self.peer.rpartition(":")[0])
+        request_principal.set(self.principal)
+        request_listener.set(self.listener)
+        current_authenticator.set(self.authenticator)
         try:
             while True:
                 await self._writable.wait()
@@ -263,14 +326,26 @@ class Connection(asyncio.Protocol):
                 if self._later or self._writer is not None:
                     # Earlier responses are still on their way: this one goes after them.
                     await self._write_later(_ready(response))
+                    if self._close_after_write:
+                        await self._close_when_written()
+                        return
                     continue
                 if self.transport is None or self.transport.is_closing():
                     return
                 await self._write(response)
+                if self._close_after_write:
+                    self.close()
+                    return
         except asyncio.CancelledError:
             pass
         except Exception as exc:
             self._ended_by(exc)
+
+    async def _close_when_written(self) -> None:
+        writer = self._writer
+        if writer is not None:
+            await asyncio.wait([writer])
+        self.close()
 
     def _ended_by(self, exc: Exception) -> None:
         """A serving task stopped on ``exc``: a close the protocol asked for, a broken
@@ -350,6 +425,9 @@ class Connection(asyncio.Protocol):
             if chunk.length == 0:
                 continue
             await self._writable.wait()
+            if self._socket_fd < 0:
+                await self._write_region_through_transport(chunk)
+                continue
             sent = 0
             while sent < chunk.length:
                 if transport.is_closing():
@@ -364,6 +442,23 @@ class Connection(asyncio.Protocol):
                 if n == 0:
                     raise _CloseConnection("a segment shrank under a fetch")
                 sent += n
+
+    async def _write_region_through_transport(self, chunk: Any) -> None:
+        """A file region read into memory and written through the transport (TLS), a
+        piece at a time, each once the one before has drained."""
+        transport = self.transport
+        assert transport is not None
+        sent = 0
+        while sent < chunk.length:
+            if transport.is_closing():
+                return
+            size = min(_TLS_READ_CHUNK, chunk.length - sent)
+            data = os.pread(chunk.fd, size, chunk.position + sent)
+            if not data:
+                raise _CloseConnection("a segment shrank under a fetch")
+            transport.write(data)
+            sent += len(data)
+            await self._writable.wait()
 
     async def _socket_writable(self) -> None:
         loop = asyncio.get_running_loop()
@@ -390,10 +485,20 @@ class Connection(asyncio.Protocol):
     async def _handle(
         self, frame: bytes
     ) -> bytes | RawResponse | asyncio.Future[bytes | RawResponse | None] | None:
+        authenticator = self.authenticator
+        if authenticator is not None and authenticator.raw_tokens:
+            return await self._raw_sasl_token(authenticator, frame)
         try:
             api_key, api_version, correlation_id = peek_header(frame)
         except RequestDecodeError as exc:
             raise _CloseConnection(str(exc)) from exc
+        if authenticator is not None and api_key not in PRE_AUTHENTICATION_APIS:
+            if not authenticator.authenticated:
+                raise _CloseConnection(
+                    f"request (api key {api_key}) before SASL authentication completed"
+                )
+            if authenticator.expired:
+                raise _CloseConnection("SASL session expired (connections.max.reauth.ms)")
         registry = self.broker.registry
         if not registry.supports(api_key, api_version):
             if api_key == API_VERSIONS_KEY:
@@ -408,6 +513,8 @@ class Connection(asyncio.Protocol):
         assert handler is not None
         try:
             response: Any = await handler(header, body)
+            if authenticator is not None and api_key in PRE_AUTHENTICATION_APIS:
+                self._after_sasl_step(authenticator)
             if isinstance(response, Deferred):
                 return asyncio.ensure_future(
                     self._finish(api_key, api_version, correlation_id, response)
@@ -419,6 +526,32 @@ class Connection(asyncio.Protocol):
             raise _CloseConnection(str(exc)) from exc
         except Exception as exc:  # a handler bug: answered below, never raised per frame
             return self._handler_failed(api_key, api_version, correlation_id, exc)
+
+    def _after_sasl_step(self, authenticator: SaslAuthenticator) -> None:
+        """Take the outcome of a SASL request: the principal once authenticated, a close
+        after the answer when authentication failed."""
+        if authenticator.failure is not None:
+            self.broker.connection_log.log(
+                logging.INFO,
+                "failed authentication with %s (listener %s, mechanism %s, user %r): %s",
+                self.peer, self.listener, authenticator.mechanism, authenticator.username,
+                authenticator.failure,
+            )  # fmt: skip
+            self._close_after_write = True
+            return
+        if authenticator.principal is not None and authenticator.principal != self.principal:
+            self.principal = authenticator.principal
+            request_principal.set(self.principal)
+            self.decoder.max_frame_size = self.broker.config["socket.request.max.bytes"]
+
+    async def _raw_sasl_token(self, authenticator: SaslAuthenticator, frame: bytes) -> bytes:
+        """A bare SASL token (after SaslHandshake v0) answered with a bare frame."""
+        answer = await raw_token(authenticator, frame)
+        self._after_sasl_step(authenticator)
+        if answer is None:
+            self._close_after_write = False
+            raise _CloseConnection("SASL authentication failed")
+        return struct.pack(">i", len(answer)) + answer
 
     async def _finish(
         self, api_key: int, api_version: int, correlation_id: int, deferred: Deferred

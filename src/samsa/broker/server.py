@@ -29,6 +29,7 @@ from samsa.broker.acceptor import (
     is_out_of_descriptors,
     raise_open_files_limit,
 )
+from samsa.broker.api import request_listener
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.connection import Connection
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
@@ -42,6 +43,7 @@ from samsa.broker.partition import Partition
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.scram_credentials import LocalScramCredentials, ScramCredentials
 from samsa.broker.topic_manager import LocalTopicManager, TopicManager
 from samsa.broker.zk_cluster import ZkCluster
 from samsa.broker.zk_topic_manager import ZkTopicManager
@@ -60,6 +62,9 @@ from samsa.storage.validator import AppendOrigin
 from samsa.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+
+_TLS_HANDSHAKE_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +97,7 @@ class Broker:
             self.metadata = self.cluster.cache
         else:
             self.metadata = LocalMetadataCache(
-                self.metadata_store, self.node_id, lambda: self.advertised
+                self.metadata_store, self.node_id, self._advertised_for_request
             )
         self.log_manager = LogManager(
             config.log_dirs,
@@ -108,6 +113,8 @@ class Broker:
         self.replica_manager = ReplicaManager(
             self.log_manager, self.metadata, config.log_defaults, local_id=self.node_id
         )
+        self._local_credentials = LocalScramCredentials(config.log_dirs)
+        self.scram_credentials: ScramCredentials = self._local_credentials
         write_marker: WriteMarkerFn = self.replica_manager.write_txn_marker
         allocate_producer_id = self.metadata_store.allocate_producer_id
         self.marker_channel: TxnMarkerChannel | None = None
@@ -199,6 +206,7 @@ class Broker:
                 ),
                 reassign=reassign,
                 list_reassignments=list_moves,
+                scram_credentials=self.scram_credentials,
             ),
         )
         self.bound: list[BoundAddress] = []
@@ -224,13 +232,20 @@ class Broker:
         """The address clients are told to use (first advertised listener; real port if 0)."""
         return self.advertised_listeners()[0]
 
+    def _advertised_for_request(self) -> Listener:
+        """The advertised listener named as the one the current request came in on (the
+        first when it has none of that name)."""
+        name = request_listener.get()
+        listeners = self.advertised_listeners()
+        return next((lr for lr in listeners if lr.name == name), listeners[0])
+
     def advertised_listeners(self) -> tuple[Listener, ...]:
         """Every advertised listener, with the port it was bound to where it says 0."""
         found = []
         for listener in self.config.advertised_listeners:
             bound = next((b for b in self.bound if b.listener == listener.name), None)
             if listener.port == 0 and bound is not None:
-                listener = Listener(listener.name, listener.host, bound.port)
+                listener = Listener(listener.name, listener.host, bound.port, listener.protocol)
             found.append(listener)
         return tuple(found)
 
@@ -248,6 +263,7 @@ class Broker:
         else:
             await asyncio.to_thread(self.metadata_store.load)
         await asyncio.to_thread(self.dynamic_config.load)
+        await asyncio.to_thread(self._local_credentials.load)
         self.reconfigure(self.dynamic_config.current)
         await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)
         if self.cluster is not None:
@@ -314,7 +330,11 @@ class Broker:
         for listener in self.config.listeners:
             try:
                 acceptors = await Acceptor.listen(
-                    listener.host, listener.port, self._accept, self.connection_log, start=False
+                    listener.host,
+                    listener.port,
+                    functools.partial(self._accept, listener.name),
+                    self.connection_log,
+                    start=False,
                 )
             except OSError as exc:
                 raise ConfigError(
@@ -335,7 +355,7 @@ class Broker:
         else:
             log.info("open file limit (RLIMIT_NOFILE): %d", after)
 
-    def _accept(self, sock: socket.socket, ip: str) -> None:
+    def _accept(self, listener: str, sock: socket.socket, ip: str) -> None:
         """A new connection: refused when its address is at ``max.connections.per.ip``; at
         ``max.connections`` the acceptors stop until a connection closes, as Kafka's do."""
         if not self.quotas.try_add(ip):
@@ -357,13 +377,32 @@ class Broker:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         loop = asyncio.get_running_loop()
-        task = loop.create_task(loop.connect_accepted_socket(lambda: Connection(self, ip), sock))
+        security = self.config.security[listener]
+        tls = security.ssl_context
+        task = loop.create_task(
+            loop.connect_accepted_socket(
+                lambda: Connection(self, ip, listener, security),
+                sock,
+                ssl=tls,
+                ssl_handshake_timeout=_TLS_HANDSHAKE_TIMEOUT_S if tls is not None else None,
+            )
+        )
         self._accepting.add(task)
-        task.add_done_callback(functools.partial(self._accepted, sock, ip))
+        task.add_done_callback(functools.partial(self._accepted, sock, ip, listener))
 
-    def _accepted(self, sock: socket.socket, ip: str, task: asyncio.Task[Any]) -> None:
+    def _accepted(
+        self, sock: socket.socket, ip: str, listener: str, task: asyncio.Task[Any]
+    ) -> None:
         self._accepting.discard(task)
         if task.cancelled() or task.exception() is not None:
+            if not task.cancelled():
+                # A TLS handshake that failed: a plaintext client on a TLS port, an
+                # untrusted certificate, no common protocol.
+                self.connection_log.log(
+                    logging.INFO,
+                    "closing connection from %s on listener %s: %s",
+                    ip, listener, task.exception() or "handshake failed",
+                )  # fmt: skip
             sock.close()
             self._release_quota(ip)
 

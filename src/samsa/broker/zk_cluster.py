@@ -32,6 +32,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
+from samsa.broker.api import request_listener
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.partition import LeaderAndIsrState, Partition
 from samsa.broker.replica_fetcher import Endpoint, FetcherConfig, ReplicaFetcherManager
@@ -125,6 +126,7 @@ class ZkCluster:
         self.zk = KafkaZk(self.client)
         listener_name = config.advertised_listeners[0].name
         self.cache = ZkMetadataCache(self.zk, self, listener_name)
+        self.cache.current_listener = request_listener.get
         self.controller = Controller(
             self.zk,
             self.node_id,
@@ -219,7 +221,7 @@ class ZkCluster:
     # -- registration ---------------------------------------------------------------------
     def _registration(self) -> BrokerRegistration:
         endpoints = tuple(
-            ZkEndpoint(listener.name, listener.host, listener.port)
+            ZkEndpoint(listener.name, listener.host, listener.port, listener.protocol)
             for listener in self._advertised()
         )
         return BrokerRegistration(self.node_id, endpoints, self.config["broker.rack"])

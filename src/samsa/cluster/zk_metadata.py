@@ -72,6 +72,9 @@ class ZkMetadataCache:
         self.listener = listener
         self.listener_name = listener_name
         """The listener whose endpoints clients are told (this broker's advertised one)."""
+        self.current_listener: Callable[[], str] = lambda: ""
+        """The listener of the request being served (the broker sets it): clients are told
+        the endpoints of the listener they came in on, where brokers have it."""
         self.cluster_id = ""
         self.brokers: dict[int, BrokerRegistration] = {}
         self.assignments: dict[str, TopicAssignment] = {}
@@ -152,7 +155,7 @@ class ZkMetadataCache:
     def alive_brokers(self) -> list[BrokerNode]:
         nodes = []
         for broker_id, registration in sorted(self.brokers.items()):
-            endpoint = registration.endpoint(self.listener_name) or (
+            endpoint = registration.endpoint(self.current_listener() or self.listener_name) or (
                 registration.endpoints[0] if registration.endpoints else None
             )
             if endpoint is not None:

@@ -54,6 +54,17 @@ class FrameDecoder:
         return _SIZE_BYTES + self._received
 
     @property
+    def max_frame_size(self) -> int:
+        return self._max_frame_size
+
+    @max_frame_size.setter
+    def max_frame_size(self, size: int) -> None:
+        """A new cap for the frames whose size prefix has not been read yet."""
+        if size < 0:
+            raise ValueError(f"max_frame_size must not be negative, not {size}")
+        self._max_frame_size = size
+
+    @property
     def frame_size(self) -> int:
         """The declared size of the frame being received, or -1 between frames."""
         return self._frame_size

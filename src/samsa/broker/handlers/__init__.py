@@ -25,6 +25,8 @@ from samsa.broker.handlers import (
     producer_id,
     producers,
     reassignments,
+    sasl,
+    scram_credentials,
     topics,
     transactions,
     txn_markers,
@@ -32,6 +34,7 @@ from samsa.broker.handlers import (
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.scram_credentials import ScramCredentials
 from samsa.broker.topic_manager import TopicManager
 from samsa.coordinator.group.coordinator import GroupCoordinator
 from samsa.coordinator.transaction.coordinator import TransactionCoordinator
@@ -60,6 +63,7 @@ class Services:
         elect_leaders: elections.Elect,
         reassign: reassignments.Reassign,
         list_reassignments: reassignments.ListMoves,
+        scram_credentials: ScramCredentials,
     ) -> None:
         self.node_id = node_id
         self.current_config = config
@@ -74,6 +78,7 @@ class Services:
         self.elect_leaders = elect_leaders
         self.reassign = reassign
         self.list_reassignments = list_reassignments
+        self.scram_credentials = scram_credentials
 
     @property
     def config(self) -> BrokerConfig:
@@ -127,3 +132,5 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
         registry, metadata=s.metadata, reassign=s.reassign, moves=s.list_reassignments
     )
     producers.register(registry, replicas=s.replica_manager)
+    sasl.register(registry)
+    scram_credentials.register(registry, credentials=s.scram_credentials)

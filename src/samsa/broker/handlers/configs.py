@@ -120,6 +120,7 @@ _CONFIG_TYPE_IDS = {
     ConfigType.LONG: 5,
     ConfigType.DOUBLE: 6,
     ConfigType.LIST: 7,
+    ConfigType.PASSWORD: 9,
 }
 """DescribeConfigs ``config_type`` ids (v3+), Kafka's ``DescribeConfigsResponse.ConfigType``."""
 
@@ -147,12 +148,16 @@ def _entry(
     include_synonyms: bool,
     docs: bool,
 ) -> dict[str, Any]:
+    sensitive = key.type is ConfigType.PASSWORD
+    if sensitive:  # as Kafka: a password's value is never sent, nor its synonyms'
+        value = None
+        synonyms = [{**synonym, "value": None} for synonym in synonyms]
     return {
         "name": key.name,
         "value": value,
         "read_only": read_only,
         "config_source": synonyms[0]["source"] if synonyms else ConfigSource.DEFAULT_CONFIG,
-        "is_sensitive": False,
+        "is_sensitive": sensitive,
         "synonyms": synonyms if include_synonyms else [],
         "config_type": _CONFIG_TYPE_IDS.get(key.type, 0),
         "documentation": key.doc if docs else None,

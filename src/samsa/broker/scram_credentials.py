@@ -1,0 +1,153 @@
+"""SCRAM credentials: what the broker keeps of each user's password (never the password).
+
+Credentials are set and removed with AlterUserScramCredentials (the client sends
+the salt and the salted password; the broker derives ``StoredKey`` and
+``ServerKey``) and read by the SCRAM authenticator. Each user has at most one
+credential per mechanism, in Kafka's text form (:mod:`samsa.security.scram`).
+
+Single node (:class:`LocalScramCredentials`): ``samsa-scram-credentials.json`` in
+every data directory, written atomically with a sequence number; at start the
+highest sequence wins. A file that cannot be read stops start-up naming it —
+starting without the credentials would lock every SCRAM user out.
+
+Owned by the broker's event loop; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from samsa.errors import ConfigError, KafkaStorageError
+from samsa.security.scram import ScramCredential, ScramError, ScramMechanism
+from samsa.storage.checkpoint import write_atomically
+
+__all__ = [
+    "CREDENTIALS_FILE",
+    "CredentialChange",
+    "LocalScramCredentials",
+    "ScramCredentials",
+]
+
+CREDENTIALS_FILE = "samsa-scram-credentials.json"
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialChange:
+    """One upsertion (``credential`` set) or deletion (``credential`` None)."""
+
+    user: str
+    mechanism: ScramMechanism
+    credential: ScramCredential | None
+
+
+class ScramCredentials(Protocol):
+    """Where the broker finds and keeps SCRAM credentials."""
+
+    async def lookup(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
+        """The user's credential for ``mechanism``, or None."""
+        ...
+
+    async def describe(self, users: Sequence[str] | None) -> dict[str, dict[ScramMechanism, int]]:
+        """Mechanism → iterations of each of ``users`` that has a credential (all users when
+        None)."""
+        ...
+
+    async def alter(self, changes: Sequence[CredentialChange]) -> None:
+        """Apply every change at once (KafkaStorageError when they cannot be stored)."""
+        ...
+
+
+class LocalScramCredentials:
+    """A single node's credentials, kept in its data directories."""
+
+    def __init__(self, log_dirs: Sequence[Path]) -> None:
+        self._log_dirs = tuple(log_dirs)
+        self._users: dict[str, dict[str, str]] = {}
+        self._sequence = 0
+        self._lock = asyncio.Lock()
+
+    def load(self) -> None:
+        """Read the stored credentials (blocking: run it off the event loop at start-up)."""
+        newest: tuple[int, dict[str, dict[str, str]]] | None = None
+        for directory in self._log_dirs:
+            path = directory / CREDENTIALS_FILE
+            try:
+                raw = json.loads(path.read_bytes())
+                stored = (int(raw["sequence"]), _users(raw["users"]))
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ConfigError(
+                    f"{path} is malformed ({exc}): repair it from another data directory's "
+                    "copy, or remove it and set the users' SCRAM credentials again"
+                ) from exc
+            if newest is None or stored[0] > newest[0]:
+                newest = stored
+        if newest is not None:
+            self._sequence, self._users = newest
+
+    async def lookup(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
+        text = self._users.get(user, {}).get(mechanism.mechanism_name)
+        if text is None:
+            return None
+        try:
+            return ScramCredential.from_text(text)
+        except ScramError:
+            return None
+
+    async def describe(self, users: Sequence[str] | None) -> dict[str, dict[ScramMechanism, int]]:
+        names = sorted(self._users) if users is None else users
+        found: dict[str, dict[ScramMechanism, int]] = {}
+        for name in names:
+            for mechanism_name, text in self._users.get(name, {}).items():
+                try:
+                    credential = ScramCredential.from_text(text)
+                except ScramError:
+                    continue
+                found.setdefault(name, {})[ScramMechanism.named(mechanism_name)] = (
+                    credential.iterations
+                )
+        return found
+
+    async def alter(self, changes: Sequence[CredentialChange]) -> None:
+        async with self._lock:
+            users = {name: dict(creds) for name, creds in self._users.items()}
+            for change in changes:
+                mine = users.setdefault(change.user, {})
+                if change.credential is None:
+                    mine.pop(change.mechanism.mechanism_name, None)
+                else:
+                    mine[change.mechanism.mechanism_name] = change.credential.to_text()
+                if not mine:
+                    del users[change.user]
+            sequence = self._sequence + 1
+            data = json.dumps(
+                {"version": 1, "sequence": sequence, "users": users}, indent=1, sort_keys=True
+            ).encode()
+            try:
+                await asyncio.to_thread(self._save, data)
+            except OSError as exc:
+                raise KafkaStorageError(f"storing SCRAM credentials failed: {exc}") from exc
+            self._sequence, self._users = sequence, users
+
+    def _save(self, data: bytes) -> None:
+        for directory in self._log_dirs:
+            write_atomically(directory / CREDENTIALS_FILE, data)
+
+
+def _users(value: object) -> dict[str, dict[str, str]]:
+    if not isinstance(value, Mapping):
+        raise TypeError("users is not an object")
+    users: dict[str, dict[str, str]] = {}
+    for name, creds in value.items():
+        if not isinstance(creds, Mapping):
+            raise TypeError(f"the credentials of {name!r} are not an object")
+        users[str(name)] = {str(k): str(v) for k, v in creds.items()}
+    return users
