@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from samsa.client.config import ClientConfig, parse_bootstrap
 from samsa.client.connection import BrokerConnection
 from samsa.client.errors import ClientClosedError, ClientTimeoutError, error_for, network_error
+from samsa.client.security import ClientSecurity
 from samsa.errors import ErrorCode, KafkaError
 from samsa.types import TopicPartition
 
@@ -45,6 +46,14 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+_AUTHENTICATION_ERRORS = frozenset(
+    {
+        ErrorCode.SASL_AUTHENTICATION_FAILED,
+        ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+        ErrorCode.ILLEGAL_SASL_STATE,
+    }
+)
 
 T = TypeVar("T")
 
@@ -128,6 +137,7 @@ class Cluster:
         allow_auto_topic_creation: bool = False,
     ) -> None:
         self.config = config
+        self.security = ClientSecurity.from_config(config)
         self.client_id = client_id
         self.allow_auto_topic_creation = allow_auto_topic_creation
         self.bootstrap = parse_bootstrap(config["bootstrap.servers"])
@@ -158,6 +168,9 @@ class Cluster:
         self._on_connect: dict[int, set[Callable[[], object]]] = {}  # called after an attempt
         self._coordinators: dict[tuple[int, str], int] = {}
         self._closed = False
+        self.authentication_error: KafkaError | None = None
+        """The last connection's authentication failure (None once one authenticates):
+        waiting will not help, so producers and consumers raise it."""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -390,12 +403,17 @@ class Cluster:
         connection = self.new_connection(node_id)
         try:
             await connection.open()
-        except KafkaError:
+        except KafkaError as exc:
+            if exc.code in _AUTHENTICATION_ERRORS:
+                if self.authentication_error is None:
+                    log.error("%s: %s", self.client_id, exc)
+                self.authentication_error = exc
             self._failures[node_id] = (attempts + 1, time.monotonic())
             if node_id >= 0:
                 self.request_update()  # the broker may have moved or gone
             raise
         else:
+            self.authentication_error = None
             self._failures.pop(node_id, None)
             self._connections[node_id] = connection
             return connection
@@ -416,6 +434,7 @@ class Cluster:
             setup_timeout_ms=config["socket.connection.setup.timeout.ms"],
             send_buffer_bytes=config["send.buffer.bytes"],
             receive_buffer_bytes=config["receive.buffer.bytes"],
+            security=self.security,
         )
 
     async def open_connection(self, node_id: int) -> BrokerConnection:

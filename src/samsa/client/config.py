@@ -6,8 +6,9 @@ value). Serializers and deserializers are Python callables (or None for raw
 bytes), so they are checked here rather than by :class:`~samsa.config.ConfigDef`,
 which knows only strings, numbers and lists.
 
-Keys Kafka defines for features samsa's clients do not have (SASL, TLS,
-interceptors, metrics reporters) are deliberately absent: naming one fails
+TLS and SASL keys are :mod:`samsa.client.security`'s. Keys Kafka defines for
+features samsa's clients do not have (GSSAPI, OAUTHBEARER, interceptors,
+metrics reporters) are deliberately absent: naming one fails
 loudly instead of being silently ignored. A few keys are accepted, checked and
 not yet acted on, so configuration files written for Java clients load:
 ``client.dns.lookup`` and ``client.rack`` (asyncio resolves names),
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from samsa.client.security import SECURITY_KEYS
 from samsa.config import INT_MAX, ConfigDef, ConfigKey, ConfigType, at_least, one_of
 from samsa.errors import ConfigError
 
@@ -45,6 +47,10 @@ _I, _L, _S, _B, _LIST = (
 )
 
 
+def _secret(name: str) -> bool:
+    return "password" in name or name == "sasl.jaas.config"
+
+
 def _common(*, request_timeout_ms: int, idle_ms: int, receive_buffer: int) -> list[ConfigKey]:
     return [
         ConfigKey("bootstrap.servers", _LIST, [], "host:port pairs to discover the cluster from."),
@@ -52,8 +58,7 @@ def _common(*, request_timeout_ms: int, idle_ms: int, receive_buffer: int) -> li
         ConfigKey("client.rack", _S, "", "Rack of this client."),
         ConfigKey("client.dns.lookup", _S, "use_all_dns_ips", "How host names are resolved.",
                   one_of("use_all_dns_ips", "resolve_canonical_bootstrap_servers_only")),
-        ConfigKey("security.protocol", _S, "PLAINTEXT", "Only PLAINTEXT is supported.",
-                  one_of("PLAINTEXT")),
+        *SECURITY_KEYS,
         ConfigKey("request.timeout.ms", _I, request_timeout_ms, "Wait for one response.",
                   at_least(0)),
         ConfigKey("retry.backoff.ms", _L, 100, "First wait before a retry.", at_least(0)),
@@ -224,7 +229,10 @@ class ClientConfig(Mapping[str, Any]):
         return len(self._values)
 
     def __repr__(self) -> str:
-        return f"ClientConfig({self._values!r})"
+        shown = {
+            k: "<hidden>" if _secret(k) and v is not None else v for k, v in self._values.items()
+        }
+        return f"ClientConfig({shown!r})"
 
     def with_values(self, **changes: Any) -> ClientConfig:
         """A copy with values replaced (keys in Python form: ``enable_idempotence``)."""

@@ -38,6 +38,7 @@ from kio.serial import entity_reader, entity_writer
 
 import samsa
 from samsa.client.errors import ClientClosedError, error_for, network_error
+from samsa.client.security import ClientSecurity, SaslAuthenticationError, authenticate
 from samsa.errors import ErrorCode, SamsaError
 from samsa.protocol.build import build
 from samsa.protocol.guard import GuardError, check_entity
@@ -194,6 +195,7 @@ class BrokerConnection:
         setup_timeout_ms: int = 10_000,
         send_buffer_bytes: int = -1,
         receive_buffer_bytes: int = -1,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -202,6 +204,7 @@ class BrokerConnection:
         self.request_timeout_ms = request_timeout_ms
         self.setup_timeout_ms = setup_timeout_ms
         self._buffers = (send_buffer_bytes, receive_buffer_bytes)
+        self.security = security or ClientSecurity()
         self.versions: dict[int, int] = {}
         """Highest version both sides serve, by API key (filled by :meth:`open`)."""
         self.broker_versions: dict[int, tuple[int, int]] = {}
@@ -229,8 +232,11 @@ class BrokerConnection:
     async def open(self) -> BrokerConnection:
         """Connect within ``setup_timeout_ms`` and negotiate API versions."""
         try:
+            tls = self.security.ssl_context
             async with asyncio.timeout(self.setup_timeout_ms / 1000):
-                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                self._reader, self._writer = await asyncio.open_connection(
+                    self.host, self.port, ssl=tls, server_hostname=self.host if tls else None
+                )
         except (OSError, TimeoutError) as exc:
             self._failure = network_error(f"cannot connect to {self.host}:{self.port}: {exc!r}")
             raise self._failure from exc
@@ -247,10 +253,23 @@ class BrokerConnection:
         )
         try:
             await self._negotiate()
+            if self.security.sasl:
+                await self._authenticate()
         except BaseException:
             await self.close()
             raise
         return self
+
+    async def _authenticate(self) -> None:
+        async def request(api_key: int, body: Mapping[str, Any], version: int) -> Any:
+            return await self.request(api_key, body, version=version)
+
+        try:
+            await authenticate(self.security, request)
+        except SaslAuthenticationError as exc:
+            raise error_for(
+                exc.code, f"authentication with {self.host}:{self.port} failed: {exc}"
+            ) from None
 
     async def _negotiate(self) -> None:
         version = _CLIENT_VERSIONS[API_VERSIONS][1]

@@ -160,6 +160,7 @@ class ScramServer:
         self._client_first_bare = ""
         self._server_first = ""
         self._nonce = ""
+        self._client_nonce = ""
 
     @property
     def complete(self) -> bool:
@@ -200,16 +201,28 @@ class ScramServer:
         self._credential = credential
         salt = credential.salt if credential else hashlib.sha256(user.encode()).digest()
         iterations = credential.iterations if credential else MIN_ITERATIONS
+        self._client_nonce = client_nonce
         self._nonce = client_nonce + secrets.token_urlsafe(_NONCE_BYTES)
         self._client_first_bare = bare
         self._server_first = f"r={self._nonce},s={_b64(salt)},i={iterations}"
         self._state = "final"
         return self._server_first.encode()
 
+    def _echoes_nonce(self, nonce: str | None) -> bool:
+        """RFC 5802 wants the combined nonce back. librdkafka before 2.6.1 sends the client
+        nonce once more in front of it (confluentinc/librdkafka#4895); Kafka 3.8.1–3.9
+        accepted that, Kafka 4 refuses it. samsa accepts it, as Kafka 3.9 did: the
+        server's nonce is still echoed, so a replayed exchange still fails."""
+        return nonce == self._nonce or nonce == self._client_nonce + self._nonce
+
     def _client_final(self, text: str) -> bytes:
         without_proof, _, proof_part = text.rpartition(",p=")
         attributes = _attributes(without_proof)
-        if attributes.get("c") != "biws" or attributes.get("r") != self._nonce or not proof_part:
+        if (
+            attributes.get("c") != "biws"
+            or not self._echoes_nonce(attributes.get("r"))
+            or not proof_part
+        ):
             self._state = "failed"
             raise ScramError("SCRAM client-final message does not match the exchange")
         credential = self._credential

@@ -27,6 +27,7 @@ from samsa.client.admin.types import (
     ResourceType,
     TopicDescription,
 )
+from samsa.client.admin.users import ScramUpsertion
 
 __all__ = [
     "Admin",
@@ -52,5 +53,6 @@ __all__ = [
     "PartitionReassignment",
     "ReplicaInfo",
     "ResourceType",
+    "ScramUpsertion",
     "TopicDescription",
 ]

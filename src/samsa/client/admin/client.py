@@ -20,13 +20,14 @@ from samsa.client.admin.groups import GroupAdmin
 from samsa.client.admin.records import RecordAdmin
 from samsa.client.admin.replicas import ReplicaAdmin
 from samsa.client.admin.topics import TopicAdmin
+from samsa.client.admin.users import UserAdmin
 from samsa.client.config import ClientConfig
 from samsa.client.portal import LoopThread, blocking
 
 __all__ = ["Admin", "AsyncAdmin"]
 
 
-class AsyncAdmin(TopicAdmin, GroupAdmin, RecordAdmin, ReplicaAdmin):
+class AsyncAdmin(TopicAdmin, GroupAdmin, RecordAdmin, ReplicaAdmin, UserAdmin):
     """Kafka's admin operations, asyncio flavour. Use ``async with AsyncAdmin(config)``
     or call :meth:`start` (done on first use) and :meth:`close`."""
 
@@ -80,3 +81,5 @@ class Admin:
     describe_log_dirs = blocking(AsyncAdmin.describe_log_dirs)
     alter_partition_reassignments = blocking(AsyncAdmin.alter_partition_reassignments)
     list_partition_reassignments = blocking(AsyncAdmin.list_partition_reassignments)
+    describe_user_scram_credentials = blocking(AsyncAdmin.describe_user_scram_credentials)
+    alter_user_scram_credentials = blocking(AsyncAdmin.alter_user_scram_credentials)

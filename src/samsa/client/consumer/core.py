@@ -221,6 +221,8 @@ class AsyncConsumer:
         fetcher = self._fetcher
         coordinator = self._coordinator
         while True:
+            if self._cluster.authentication_error is not None:
+                raise self._cluster.authentication_error
             if coordinator is not None:
                 await coordinator.poll(deadline)
             await self._update_positions(deadline)

@@ -418,11 +418,12 @@ class AsyncProducer:
             code = self._cluster.topic_errors.get(topic)
             fatal = code is not None and code not in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                                        ErrorCode.LEADER_NOT_AVAILABLE)  # fmt: skip
+            refused = self._cluster.authentication_error
             partitions = self._cluster.partitions_for(topic)
             while queue:
                 item = queue[0]
                 partition = None
-                if partitions is not None and not fatal:
+                if partitions is not None and not fatal and refused is None:
                     partition = self._choose_partition(item.record, partitions)
                 if partition is not None:
                     assert partitions is not None
@@ -433,6 +434,9 @@ class AsyncProducer:
                     )  # fmt: skip
                     assert self._sender is not None
                     self._sender.progress.set()
+                elif refused is not None:
+                    queue.popleft()
+                    self._fail_record(item, refused)
                 elif fatal or now >= item.deadline:
                     queue.popleft()
                     self._fail_record(item, self._metadata_error(item.record, code, partitions))
