@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -224,3 +226,32 @@ def test_kcat_produces_and_consumes_over_sasl_ssl_with_scram(secure_broker: Secu
         capture_output=True, check=True, timeout=60,
     )  # fmt: skip
     assert out.stdout.decode().split() == [v.decode() for v in values()]
+
+
+def test_the_tools_take_security_settings_from_a_command_config_file(
+    secure_broker: SecureBroker, tmp_path: Path
+) -> None:
+    properties = tmp_path / "client.properties"
+
+    def write(password: str) -> None:
+        properties.write_text(
+            "security.protocol=SASL_SSL\nssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={secure_broker.pki.ca}\nsasl.mechanism=SCRAM-SHA-256\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+            f'required username="bob" password="{password}";\n'
+        )
+
+    def topics(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "samsa", "topics", "--bootstrap-server",
+             secure_broker.address("SASL_SSL"), "--command-config", str(properties), *args],
+            check=False, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+
+    write(SCRAM_USERS["bob"])
+    assert topics("--create", "--topic", "tools-secured").returncode == 0
+    assert "tools-secured" in topics("--list").stdout.split()
+    write("wrong")
+    refused = topics("--list")
+    assert refused.returncode == 1
+    assert "SASL_AUTHENTICATION_FAILED" in refused.stderr

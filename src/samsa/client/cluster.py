@@ -406,7 +406,7 @@ class Cluster:
         except KafkaError as exc:
             if exc.code in _AUTHENTICATION_ERRORS:
                 if self.authentication_error is None:
-                    log.error("%s: %s", self.client_id, exc)
+                    log.info("%s: %s", self.client_id, exc)
                 self.authentication_error = exc
             self._failures[node_id] = (attempts + 1, time.monotonic())
             if node_id >= 0:
@@ -545,6 +545,8 @@ class Cluster:
                 attempts += 1
                 if not exc.retriable or (retries is not None and attempts > retries):
                     raise
+                if self.authentication_error is not None:
+                    raise self.authentication_error from exc
                 if exc.invalid_metadata:
                     self.request_update()
                 delay_s = self.retry_backoff.delay_ms(attempts) / 1000
