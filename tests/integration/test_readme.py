@@ -61,6 +61,8 @@ NOT_WALKED = {
         "needs a Spark session (tests/spark runs the source and the sink); the pipeline "
         "and its consumer run for minutes",
     "Layout": "file trees",
+    "Securing samsa": "certificates, host names and passwords of the reader's own; "
+        "tests/security runs these settings with certificates it makes",
     "A replicated cluster": "ZooKeeper and three brokers on ports of their own; tests/cluster "
         "runs clusters, and samsa.testing.run_cluster is what make cluster starts",
 }  # fmt: skip
