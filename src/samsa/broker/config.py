@@ -17,9 +17,11 @@ from samsa.broker.security_config import (
     SECURITY_CONFIG_KEYS,
     SECURITY_PROTOCOLS,
     ListenerSecurity,
+    inter_broker_security,
     listener_security,
     split_listener_overrides,
 )
+from samsa.client.security import ClientSecurity
 from samsa.config import (
     INT_MAX,
     LONG_MAX,
@@ -282,6 +284,8 @@ class BrokerConfig:
     overrides: Mapping[str, str] = field(default_factory=dict)
     security: Mapping[str, ListenerSecurity] = field(default_factory=dict)
     """Each listener's security, by listener name."""
+    inter_broker_security: ClientSecurity = field(default_factory=ClientSecurity)
+    """How this broker connects to the others (cluster mode)."""
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -302,6 +306,13 @@ class BrokerConfig:
         if values["socket.request.max.bytes"] > INT_MAX:
             raise ConfigError("socket.request.max.bytes must fit in 32 bits")
         security = _security(values, listeners, listener_overrides)
+        inter_broker = ClientSecurity()
+        if values["zookeeper.connect"]:
+            name = values["inter.broker.listener.name"] or listeners[0].name
+            protocol = security[name].protocol if name in security else "PLAINTEXT"
+            inter_broker = inter_broker_security(
+                name, protocol, values, listener_overrides.get(name, {})
+            )
         return cls(
             values=values,
             listeners=listeners,
@@ -311,6 +322,7 @@ class BrokerConfig:
             log_defaults=LogConfig.from_props(_topic_defaults(values)),
             overrides={k: str(v) for k, v in props.items()},
             security=security,
+            inter_broker_security=inter_broker,
         )
 
     @classmethod
@@ -347,15 +359,6 @@ def _security(
         )
         for listener in listeners
     }
-    if values["zookeeper.connect"]:
-        inter = values["inter.broker.listener.name"] or listeners[0].name
-        protocol = security[inter].protocol if inter in security else "PLAINTEXT"
-        if protocol != "PLAINTEXT":
-            raise ConfigError(
-                f"inter.broker.listener.name {inter} is {protocol}: brokers reach each other "
-                "on a PLAINTEXT listener (add one, e.g. INTERNAL://127.0.0.1:9192 with "
-                "INTERNAL:PLAINTEXT, and name it in inter.broker.listener.name)"
-            )
     return security
 
 

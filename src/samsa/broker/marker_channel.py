@@ -19,6 +19,7 @@ from collections.abc import Callable
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.client.connection import BrokerConnection
+from samsa.client.security import ClientSecurity
 from samsa.errors import BrokerNotAvailableError, ErrorCode, KafkaError
 from samsa.types import TopicPartition
 
@@ -39,8 +40,10 @@ class TxnMarkerChannel:
         endpoint_of: Callable[[int], tuple[str, int] | None],
         *,
         request_timeout_ms: int = 30_000,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.local_id = local_id
+        self._security = security
         self._replicas = replica_manager
         self._metadata = metadata
         self._endpoint_of = endpoint_of
@@ -105,6 +108,7 @@ class TxnMarkerChannel:
             node_id=broker,
             client_id=f"samsa-txn-markers-{self.local_id}",
             request_timeout_ms=self._request_timeout_ms,
+            security=self._security,
         )
         self._connections[broker] = connection
         return await connection.open()

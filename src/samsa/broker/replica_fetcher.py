@@ -32,10 +32,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from samsa.broker.partition import Partition
 from samsa.client.connection import BrokerConnection
+from samsa.client.security import ClientSecurity
 from samsa.errors import BrokerNotAvailableError, ErrorCode, KafkaStorageError, SamsaError
 from samsa.records.batch import batch_size_at
 from samsa.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
@@ -64,6 +65,8 @@ class FetcherConfig:
     response_max_bytes: int = 10_485_760
     backoff_ms: int = 1000
     socket_timeout_ms: int = 30_000
+    security: ClientSecurity = field(default_factory=ClientSecurity)
+    """How to connect to leaders (the inter-broker listener's TLS and SASL)."""
 
 
 Endpoint = tuple[str, int]
@@ -221,6 +224,7 @@ class ReplicaFetcher:
             node_id=self.leader_id,
             client_id=f"samsa-replica-fetcher-{self.local_id}",
             request_timeout_ms=self.config.socket_timeout_ms,
+            security=self.config.security,
         )
         self._connection = await connection.open()
         if self._stopping:  # stopped while connecting

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from samsa.client.security import ClientSecurity
 from samsa.config import ConfigKey, ConfigType, at_least
 from samsa.errors import ConfigError
 from samsa.security.jaas import JaasError, parse_jaas_config
@@ -31,6 +32,7 @@ __all__ = [
     "SECURITY_CONFIG_KEYS",
     "SECURITY_PROTOCOLS",
     "ListenerSecurity",
+    "inter_broker_security",
     "listener_security",
     "split_listener_overrides",
 ]
@@ -64,20 +66,20 @@ SECURITY_CONFIG_KEYS = [
     ConfigKey("ssl.principal.mapping.rules", _S, "DEFAULT",
               "RULE:<regex>/<replacement>/[LU],…: a client certificate's DN → principal name."),
     ConfigKey("ssl.endpoint.identification.algorithm", _S, "https",
-              "Accepted for compatibility (brokers connect to each other in plaintext)."),
+              "https: a broker checks the host name of the brokers it connects to."),
     ConfigKey("ssl.protocol", _S, "TLSv1.3", "Accepted for compatibility."),
     ConfigKey("sasl.enabled.mechanisms", _LIST, ["GSSAPI"],
               "SASL mechanisms served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512."),
     ConfigKey("sasl.jaas.config", _P, None, "A JAAS entry (PLAIN users as user_<name>=…)."),
     ConfigKey("sasl.mechanism.inter.broker.protocol", _S, "GSSAPI",
-              "Accepted; the inter-broker listener is PLAINTEXT."),
+              "The mechanism brokers authenticate to each other with on a SASL listener."),
     ConfigKey("sasl.server.max.receive.size", _I, 524_288,
               "Largest frame before a connection has authenticated.", at_least(1)),
     ConfigKey("connections.max.reauth.ms", _L, 0,
               "A SASL session's lifetime; the client must re-authenticate (0: no limit).",
               at_least(0)),
     ConfigKey("security.inter.broker.protocol", _S, "PLAINTEXT",
-              "The inter-broker listener's protocol (PLAINTEXT)."),
+              "Accepted; the inter-broker listener's protocol comes from its name."),
 ]  # fmt: skip
 
 _OVERRIDABLE = frozenset(
@@ -185,3 +187,35 @@ def listener_security(
         int(setting("sasl.server.max.receive.size")),
         int(setting("connections.max.reauth.ms")),
     )
+
+
+def inter_broker_security(
+    name: str, protocol: str, values: Mapping[str, Any], overrides: Mapping[str, str]
+) -> ClientSecurity:
+    """How this broker connects to the others' listener ``name`` (``inter.broker.listener.name``):
+    TLS with the listener's own truststore (and keystore, for mutual TLS), SASL with
+    ``sasl.mechanism.inter.broker.protocol`` as the ``username``/``password`` of the
+    listener's JAAS config for that mechanism, as Kafka's brokers do."""
+    if protocol == "PLAINTEXT":
+        return ClientSecurity()
+
+    def setting(key: str) -> Any:
+        return overrides[key] if key in overrides else values.get(key)
+
+    client: dict[str, Any] = {"security.protocol": protocol}
+    if protocol in ("SSL", "SASL_SSL"):
+        for key in ("ssl.truststore.location", "ssl.truststore.type", "ssl.keystore.location",
+                    "ssl.keystore.type", "ssl.key.password", "ssl.enabled.protocols",
+                    "ssl.endpoint.identification.algorithm"):  # fmt: skip
+            client[key] = setting(key)
+    if protocol.startswith("SASL_"):
+        mechanism = str(values.get("sasl.mechanism.inter.broker.protocol") or "").upper()
+        jaas = overrides.get(f"{mechanism.lower()}.sasl.jaas.config") or values.get(
+            "sasl.jaas.config"
+        )
+        client["sasl.mechanism"] = mechanism
+        client["sasl.jaas.config"] = jaas
+    try:
+        return ClientSecurity.from_config(client)
+    except ConfigError as exc:
+        raise ConfigError(f"inter-broker listener {name}: {exc}") from None

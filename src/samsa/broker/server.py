@@ -121,7 +121,11 @@ class Broker:
         if self.cluster is not None:
             self.cluster.attach(self.replica_manager)
             self.marker_channel = TxnMarkerChannel(
-                self.node_id, self.replica_manager, self.metadata, self.cluster.endpoint_of
+                self.node_id,
+                self.replica_manager,
+                self.metadata,
+                self.cluster.endpoint_of,
+                security=config.inter_broker_security,
             )
             write_marker = self.marker_channel.write
             allocate_producer_id = self.cluster.producer_ids.allocate

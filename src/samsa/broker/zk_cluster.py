@@ -157,6 +157,7 @@ class ZkCluster:
                 response_max_bytes=config["replica.fetch.response.max.bytes"],
                 backoff_ms=config["replica.fetch.backoff.ms"],
                 socket_timeout_ms=config["replica.socket.timeout.ms"],
+                security=config.inter_broker_security,
             ),
             lambda partition: replica_manager.log_manager.maybe_flush(partition.log),
         )
