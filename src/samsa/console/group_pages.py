@@ -64,16 +64,18 @@ async def group_page(request: Request) -> Response:
     group_id = request.path_params["group_id"]
     description = (await admin.describe_groups([group_id]))[group_id]
     lags = await group_lag(admin, description)
+    exists = description.state != "Dead" or bool(lags)
     return render(
         request,
         "group.html",
+        status_code=200 if exists else 404,
         group=description,
         lags=lags,
         total=total_lag(lags),
         topics=sorted({row.partition.topic for row in lags}),
         can_reset=description.state in INACTIVE_STATES,
         targets=RESET_TARGETS,
-        exists=description.state != "Dead" or bool(lags),
+        exists=exists,
     )
 
 

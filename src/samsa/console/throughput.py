@@ -88,25 +88,32 @@ class ThroughputSampler:
             total = sum(r.offset for r in answers.values())
         self._samples.append((time.monotonic(), total))
 
-    def rates(self) -> list[tuple[float, float]]:
-        """(seconds since the first sample, records per second) between samples."""
+    def rates(self) -> list[tuple[float, float, float]]:
+        """(start, end, records per second) of each interval between samples, in seconds
+        since the first sample."""
         samples = list(self._samples)
         if len(samples) < 2:
             return []
         first = samples[0][0]
         return [
-            (t1 - first, max(0, n1 - n0) / (t1 - t0) if t1 > t0 else 0.0)
+            (t0 - first, t1 - first, max(0, n1 - n0) / (t1 - t0) if t1 > t0 else 0.0)
             for (t0, n0), (t1, n1) in itertools.pairwise(samples)
         ]
 
-    def chart(self, width: int = 640, height: int = 140) -> Chart:
+    def chart(self, width: int = 1200, height: int = 160) -> Chart:
+        """The rates as a step line: each interval's rate drawn across the interval."""
         rates = self.rates()
         if not rates:
             return Chart("", 0.0, 0.0, 0.0, len(self._samples), width, height)
-        span = max(rates[-1][0], 1e-9)
-        peak = max(r for _, r in rates)
+        span = max(rates[-1][1], 1e-9)
+        peak = max(r for _, _, r in rates)
         scale = peak or 1.0
+
+        def y(rate: float) -> str:
+            return f"{height - rate / scale * (height - 24) - 2:.1f}"
+
         points = " ".join(
-            f"{t / span * width:.1f},{height - r / scale * (height - 4) - 2:.1f}" for t, r in rates
+            f"{start / span * width:.1f},{y(rate)} {end / span * width:.1f},{y(rate)}"
+            for start, end, rate in rates
         )
-        return Chart(points, peak, rates[-1][1], span, len(self._samples), width, height)
+        return Chart(points, peak, rates[-1][2], span, len(self._samples), width, height)
