@@ -6,6 +6,7 @@ import pytest
 
 from samsa.console.render import (
     format_bytes,
+    format_duration_ms,
     format_timestamp,
     paginate,
     parse_timestamp,
@@ -57,6 +58,13 @@ def test_a_time_without_a_zone_is_read_as_utc_and_digits_as_epoch_ms() -> None:
 def test_sizes_are_shown_in_binary_units() -> None:
     assert [format_bytes(n) for n in (0, 1023, 1536, 5 * 1024**3, -1)] == [
         "0 B", "1023 B", "1.5 KiB", "5.0 GiB", "-"
+    ]  # fmt: skip
+
+
+def test_retention_is_shown_in_the_largest_unit_it_fills() -> None:
+    values = ["604800000", "5400000", "1800000", "500", "-1", None, "abc"]
+    assert [format_duration_ms(v) for v in values] == [
+        "7 d", "1.5 h", "30 min", "500 ms", "forever", "-", "abc"
     ]  # fmt: skip
 
 

@@ -18,6 +18,7 @@ __all__ = [
     "Page",
     "Shown",
     "format_bytes",
+    "format_duration_ms",
     "format_timestamp",
     "paginate",
     "parse_timestamp",
@@ -102,6 +103,23 @@ def format_bytes(size: int) -> str:
         return f"{size} B"
     exponent = min(int(math.log(size, 1024)), 4)
     return f"{size / 1024**exponent:.1f} {('KiB', 'MiB', 'GiB', 'TiB')[exponent - 1]}"
+
+
+def format_duration_ms(text: str | None) -> str:
+    """A retention-style config in milliseconds for people: ``7 d``, ``1.5 h``, ``30 min``,
+    ``forever`` for -1, ``-`` when unset; a value that is not a number is shown as is."""
+    if text is None:
+        return "-"
+    try:
+        ms = int(text)
+    except ValueError:
+        return text
+    if ms < 0:
+        return "forever"
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms >= size:
+            return f"{ms / size:.4g} {unit}"
+    return f"{ms} ms"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from starlette.templating import Jinja2Templates
 
 from samsa.client.admin import AsyncAdmin
 from samsa.client.producer import AsyncProducer
-from samsa.console.render import format_bytes, format_timestamp
+from samsa.console.render import format_bytes, format_duration_ms, format_timestamp
 from samsa.console.throughput import ThroughputSampler
 
 __all__ = [
@@ -41,6 +41,7 @@ PAGE_SIZE = 50
 templates = Jinja2Templates(directory=PACKAGE / "templates")
 templates.env.filters["timestamp"] = format_timestamp
 templates.env.filters["size"] = format_bytes
+templates.env.filters["duration"] = format_duration_ms
 
 
 @dataclass(frozen=True, slots=True)
