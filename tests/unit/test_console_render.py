@@ -8,6 +8,7 @@ from samsa.console.render import (
     format_bytes,
     format_duration_ms,
     format_timestamp,
+    key_value_lines,
     paginate,
     parse_timestamp,
     show_bytes,
@@ -77,3 +78,9 @@ def test_a_page_number_past_the_end_shows_the_last_page() -> None:
 def test_an_empty_list_has_one_empty_page() -> None:
     page = paginate([], 1, 50)
     assert (page.number, page.pages, page.first, page.last, page.total) == (1, 1, 0, 0, 0)
+
+
+def test_form_lines_are_read_as_name_value_pairs_and_a_line_without_equals_is_refused() -> None:
+    assert key_value_lines("a=1\r\n\n b = x=y \n", "config") == [("a", "1"), ("b", "x=y")]
+    with pytest.raises(ValueError, match="header line 'oops' is not NAME=VALUE"):
+        key_value_lines("oops", "header")

@@ -12,7 +12,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from samsa.console.browse import MODES, BrowseRequest, browse
-from samsa.console.render import FORMATS, format_timestamp, parse_timestamp, show_bytes
+from samsa.console.render import (
+    FORMATS,
+    format_timestamp,
+    key_value_lines,
+    parse_timestamp,
+    show_bytes,
+)
 from samsa.console.state import console_of, int_param, redirect, render
 from samsa.errors import SamsaError
 
@@ -80,25 +86,16 @@ async def messages_page(request: Request) -> Response:
     )
 
 
-def _headers(text: str) -> list[tuple[str, bytes | None]]:
-    headers: list[tuple[str, bytes | None]] = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        key, equals, value = line.partition("=")
-        if not equals or not key.strip():
-            raise ValueError(f"header line {line.strip()!r} is not NAME=VALUE")
-        headers.append((key.strip(), value.encode()))
-    return headers
-
-
 async def produce(request: Request) -> Response:
     console = console_of(request)
     name = request.path_params["topic"]
     form = await request.form()
     back = f"/topics/{name}/messages"
     try:
-        headers = _headers(str(form.get("headers", "")))
+        headers: list[tuple[str, bytes | None]] = [
+            (name, value.encode())
+            for name, value in key_value_lines(str(form.get("headers", "")), "header")
+        ]
     except ValueError as exc:
         return redirect(back, error=str(exc))
     key_text = str(form.get("key", ""))

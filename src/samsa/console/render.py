@@ -20,6 +20,7 @@ __all__ = [
     "format_bytes",
     "format_duration_ms",
     "format_timestamp",
+    "key_value_lines",
     "paginate",
     "parse_timestamp",
     "show_bytes",
@@ -120,6 +121,21 @@ def format_duration_ms(text: str | None) -> str:
         if ms >= size:
             return f"{ms / size:.4g} {unit}"
     return f"{ms} ms"
+
+
+def key_value_lines(text: str, what: str) -> list[tuple[str, str]]:
+    """``NAME=VALUE`` lines of a form's text area (blank lines skipped; names and values
+    stripped). Raises ValueError naming ``what`` (config, header) for a line without a
+    name or '='."""
+    pairs: list[tuple[str, str]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        key, equals, value = line.partition("=")
+        if not equals or not key.strip():
+            raise ValueError(f"{what} line {line.strip()!r} is not NAME=VALUE")
+        pairs.append((key.strip(), value.strip()))
+    return pairs
 
 
 @dataclass(frozen=True, slots=True)

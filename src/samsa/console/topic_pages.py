@@ -23,7 +23,7 @@ from samsa.client.admin import (
     PartitionDescription,
     TopicDescription,
 )
-from samsa.console.render import paginate
+from samsa.console.render import key_value_lines, paginate
 from samsa.console.state import console_of, int_param, redirect, render
 from samsa.errors import KafkaError
 from samsa.types import TopicPartition
@@ -175,18 +175,6 @@ async def topic_page(request: Request) -> Response:
     )
 
 
-def _parse_configs(text: str) -> dict[str, str]:
-    configs: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        key, equals, value = line.partition("=")
-        if not equals or not key.strip():
-            raise ValueError(f"config line {line.strip()!r} is not KEY=VALUE")
-        configs[key.strip()] = value.strip()
-    return configs
-
-
 async def create_topic(request: Request) -> Response:
     form = await request.form()
     name = str(form.get("name", "")).strip()
@@ -194,7 +182,7 @@ async def create_topic(request: Request) -> Response:
         return redirect("/topics", error=f"{name!r} is not a topic name: use letters, digits, "
                         "'.', '_' and '-' (at most 249)")  # fmt: skip
     try:
-        configs = _parse_configs(str(form.get("configs", "")))
+        configs = dict(key_value_lines(str(form.get("configs", "")), "config"))
     except ValueError as exc:
         return redirect("/topics", error=str(exc))
     topic = NewTopic(
