@@ -5,6 +5,7 @@ its offsets — a form, a page showing the new offsets to confirm, then the comm
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from starlette.requests import Request
@@ -37,9 +38,13 @@ async def groups_list(request: Request) -> Response:
     rows: list[dict[str, Any]] = []
     if page.items:
         described = await admin.describe_groups([g.group_id for g in page.items])
-        for listing in page.items:
+        # The groups' offsets and log ends are asked for together (one connection each
+        # to the coordinators and leaders, requests pipelined), not group after group.
+        all_lags = await asyncio.gather(
+            *(group_lag(admin, described[g.group_id]) for g in page.items)
+        )
+        for listing, lags in zip(page.items, all_lags, strict=True):
             description = described[listing.group_id]
-            lags = await group_lag(admin, description)
             rows.append(
                 {
                     "group": description,
