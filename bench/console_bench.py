@@ -26,11 +26,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tests.console.console_process import ConsoleProcess
+
 from samsa import Admin, Producer
 from samsa.client.admin import NewTopic
 from samsa.testing import start_broker
 from samsa.types import TopicPartition
-from tests.console.console_process import ConsoleProcess
 
 PAGES = [
     ("overview", "/"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -59,8 +60,6 @@ async def groups_list(request: Request) -> Response:
 
 
 def _url(group_id: str) -> str:
-    from urllib.parse import quote
-
     return "/groups/" + quote(group_id, safe="")
 
 

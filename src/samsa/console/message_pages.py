@@ -93,8 +93,8 @@ async def produce(request: Request) -> Response:
     back = f"/topics/{name}/messages"
     try:
         headers: list[tuple[str, bytes | None]] = [
-            (name, value.encode())
-            for name, value in key_value_lines(str(form.get("headers", "")), "header")
+            (header, value.encode())
+            for header, value in key_value_lines(str(form.get("headers", "")), "header")
         ]
     except ValueError as exc:
         return redirect(back, error=str(exc))
