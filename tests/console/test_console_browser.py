@@ -156,7 +156,8 @@ def log_end_offsets(broker: BrokerProcess) -> dict[TopicPartition, int]:
 def test_overview_shows_the_broker_the_topic_counts_and_the_produced_throughput(
     browser: WebDriver, console: ConsoleProcess, cluster: BrokerProcess
 ) -> None:
-    deadline = time.monotonic() + WAIT_S
+    # Each sample lists the offsets of 1,004 partitions: on a busy machine, slowly.
+    deadline = time.monotonic() + 2 * WAIT_S
     with Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 0}) as producer:
         visit(browser, console, "/")
         # Clicks arrive while the page is reloaded, until the chart has a few samples
