@@ -7,8 +7,9 @@ STAMP  := $(VENV)/.installed
 KCAT   := $(VENV)/.kcat
 SPARK  := $(VENV)/.spark
 ZK     := $(VENV)/.zookeeper
+CHROMIUM := $(VENV)/.chromium
 
-.PHONY: run cluster faults test test-slow lint bench pipeline clean
+.PHONY: run cluster faults console test test-slow lint bench pipeline clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null \
@@ -16,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	       apt-get update -qq && apt-get install -y -qq python3-venv; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,console]'
 	touch $(STAMP)
 
 # kcat (Debian package) is one of the real clients the integration tests drive.
@@ -35,10 +36,19 @@ $(ZK): $(STAMP)
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq zookeeper; }
 	touch $(ZK)
 
+# The web console's browser tests drive Debian's chromium through chromium-driver
+# (Selenium is pointed at /usr/bin/chromedriver: it downloads nothing).
+$(CHROMIUM): $(STAMP)
+	@test -x /usr/bin/chromium && test -x /usr/bin/chromedriver || { \
+	  echo "installing chromium and chromium-driver (Debian packages)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver; }
+	touch $(CHROMIUM)
+
 # samsa.spark: the spark extra (pyspark builds from an sdist, about a minute) and a
 # Java 17+ runtime for Spark's JVM (Debian's openjdk-17-jre-headless when missing).
 $(SPARK): $(STAMP)
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,spark]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,console,spark]'
 	@java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])' || { \
 	  echo "installing a Java 17 runtime for Spark (Debian package)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -47,6 +57,10 @@ $(SPARK): $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/samsa serve --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./data
+
+# The web console for the broker of `make run`, on http://127.0.0.1:8080.
+console: $(STAMP)
+	$(BIN)/samsa console --bootstrap-server 127.0.0.1:9092 --port 8080
 
 # ZooKeeper and three brokers on 127.0.0.1:9092-9094, data in ./data/broker-N; Ctrl-C stops all.
 cluster: $(STAMP) $(ZK)
@@ -64,10 +78,10 @@ lint: $(SPARK)
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy --strict src
 
-test: lint $(KCAT) $(ZK)
+test: lint $(KCAT) $(ZK) $(CHROMIUM)
 	$(BIN)/pytest -m "not slow" -q
 
-test-slow: $(SPARK) $(KCAT) $(ZK)
+test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM)
 	$(BIN)/pytest -m slow -q
 
 bench: $(STAMP)

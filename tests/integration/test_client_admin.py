@@ -188,6 +188,17 @@ def test_describe_cluster_names_the_broker(admin: Admin, broker: BrokerProcess) 
     assert cluster.controller_id == cluster.nodes[0].node_id
 
 
+def test_describe_api_versions_gives_the_ranges_the_broker_serves(
+    admin: Admin, broker: BrokerProcess
+) -> None:
+    node_id = admin.describe_cluster().nodes[0].node_id
+    versions = admin.describe_api_versions(node_id)
+    produce, fetch, api_versions = versions[0], versions[1], versions[18]
+    assert produce[0] <= produce[1] and fetch[0] <= fetch[1]
+    assert api_versions[1] >= 3  # the flexible ApiVersions every Kafka 4 broker serves
+    assert admin.describe_api_versions() == versions  # any broker: the only one here
+
+
 def test_group_offsets_are_altered_listed_and_deleted(admin: Admin) -> None:
     topic, group = _name("offsets"), _name("group")
     admin.create_topics([NewTopic(topic, 2)])

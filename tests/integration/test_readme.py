@@ -63,6 +63,8 @@ NOT_WALKED = {
     "Layout": "file trees",
     "Securing samsa": "certificates, host names and passwords of the reader's own; "
         "tests/security runs these settings with certificates it makes",
+    "Web console": "a server that runs until stopped; tests/console drives every page in "
+        "headless Chromium",
     "A replicated cluster": "ZooKeeper and three brokers on ports of their own; tests/cluster "
         "runs clusters, and samsa.testing.run_cluster is what make cluster starts",
 }  # fmt: skip

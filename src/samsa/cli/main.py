@@ -172,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("log-dirs", "log_dirs", "describe the brokers' log dirs (kafka-log-dirs)"),
         ("reassign-partitions", "reassign_partitions",
          "move partitions between brokers (kafka-reassign-partitions)"),
+        ("console", "console",
+         "a web console: topics, messages, consumer groups and their lag"),
     ):  # fmt: skip
         # Every argument goes to the tool's own parser (prefix_chars no flag can use).
         tool = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")

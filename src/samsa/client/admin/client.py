@@ -77,6 +77,7 @@ class Admin:
     delete_records = blocking(AsyncAdmin.delete_records)
     list_offsets = blocking(AsyncAdmin.list_offsets)
     describe_cluster = blocking(AsyncAdmin.describe_cluster)
+    describe_api_versions = blocking(AsyncAdmin.describe_api_versions)
     elect_leaders = blocking(AsyncAdmin.elect_leaders)
     describe_log_dirs = blocking(AsyncAdmin.describe_log_dirs)
     alter_partition_reassignments = blocking(AsyncAdmin.alter_partition_reassignments)

@@ -1,4 +1,5 @@
-"""Admin operations on topics and configs, and describe_cluster."""
+"""Admin operations on topics and configs, and what the cluster is (describe_cluster,
+describe_api_versions)."""
 
 from __future__ import annotations
 
@@ -301,6 +302,22 @@ class TopicAdmin(AdminBase):
             return ClusterDescription(response.cluster_id, int(response.controller_id), nodes)
 
         return await self._retrying(attempt, "describe cluster", timeout_ms)
+
+    async def describe_api_versions(
+        self, node_id: int | None = None, *, timeout_ms: int | None = None
+    ) -> dict[int, tuple[int, int]]:
+        """The (lowest, highest) version of each API a broker serves, by API key, as its
+        ApiVersions answer said (``node_id`` None: any broker). Kafka sends no software
+        version on the wire: these ranges are how a client tells brokers apart."""
+
+        async def attempt() -> dict[int, tuple[int, int]]:
+            if node_id is None:
+                connection = await self._cluster.any_connection()
+            else:
+                connection = await self._cluster.connection(node_id)
+            return dict(connection.broker_versions)
+
+        return await self._retrying(attempt, "describe api versions", timeout_ms)
 
 
 def _ops(change: Mapping[str, str | None] | Iterable[AlterConfigOp]) -> list[AlterConfigOp]:

@@ -1,0 +1,117 @@
+"""The console's ASGI application: its routes, the read-only and same-origin guards on
+changes, and the pages shown when the cluster refuses or does not answer.
+
+``create_app(settings)`` returns a Starlette app; its lifespan opens the console's
+clients on the server's loop and closes them at shutdown. Static files (CSS) and
+templates are package data: the console needs nothing from outside the package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from samsa.client.errors import ClientTimeoutError
+from samsa.console.group_pages import group_page, groups_list, reset_offsets
+from samsa.console.message_pages import messages_page, produce
+from samsa.console.state import PACKAGE, Console, ConsoleSettings, render
+from samsa.console.topic_pages import (
+    add_partitions,
+    create_topic,
+    delete_topic,
+    overview,
+    topic_page,
+    topics_list,
+)
+from samsa.errors import ErrorCode, KafkaError
+
+__all__ = ["create_app"]
+
+log = logging.getLogger(__name__)
+
+NOT_FOUND_CODES = (
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.GROUP_ID_NOT_FOUND,
+)
+
+
+class ChangeGuard(BaseHTTPMiddleware):
+    """Refuses a change (any POST) in read-only mode, and one sent by a page of another
+    site (its Origin is not this console): the console has no login, so a form posted
+    from elsewhere must not act through an operator's browser."""
+
+    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
+        if request.method == "POST":
+            console: Console = request.app.state.console
+            if console.read_only:
+                return PlainTextResponse("the console is read-only (--read-only)", 403)
+            origin = request.headers.get("origin")
+            if (
+                origin
+                and origin != "null"
+                and urlsplit(origin).netloc != request.headers.get("host")
+            ):
+                return PlainTextResponse("a change must come from the console's own pages", 403)
+        return await call_next(request)
+
+
+async def _kafka_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, KafkaError)
+    status = 404 if exc.code in NOT_FOUND_CODES else 502
+    return render(request, "error.html", status_code=status, error=str(exc), title=exc.name)
+
+
+async def _timeout(request: Request, exc: Exception) -> Response:
+    return render(
+        request,
+        "error.html",
+        status_code=504,
+        title="The cluster did not answer",
+        error=f"{exc}: is the broker running? The page retries when you reload it.",
+    )
+
+
+def create_app(settings: ConsoleSettings) -> Starlette:
+    """The console for the cluster ``settings.client_properties`` names."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        console = Console(settings)
+        app.state.console = console
+        await console.start()
+        try:
+            yield
+        finally:
+            await console.close()
+
+    routes = [
+        Route("/", overview, name="overview"),
+        Route("/topics", topics_list, name="topics"),
+        Route("/topics", create_topic, methods=["POST"]),
+        Route("/topics/{topic}", topic_page, name="topic"),
+        Route("/topics/{topic}/partitions", add_partitions, methods=["POST"]),
+        Route("/topics/{topic}/delete", delete_topic, methods=["GET", "POST"]),
+        Route("/topics/{topic}/messages", messages_page, name="messages"),
+        Route("/topics/{topic}/messages", produce, methods=["POST"]),
+        Route("/groups", groups_list, name="groups"),
+        Route("/groups/{group_id:path}", group_page, name="group"),
+        Route("/group-offsets/reset", reset_offsets, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=PACKAGE / "static"), name="static"),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(ChangeGuard)],
+        exception_handlers={KafkaError: _kafka_error, ClientTimeoutError: _timeout},
+        lifespan=lifespan,
+    )

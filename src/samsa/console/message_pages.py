@@ -1,0 +1,117 @@
+"""The message browser page of a topic, and "produce a message" from it.
+
+The browser's query string says what to read (``partition``, ``mode``, ``offset``,
+``timestamp``, ``limit``, ``filter``) and how to show bytes (``format``); producing posts
+a key, a value, headers (``name=value`` lines) and optionally a partition, then comes
+back to the browser showing the newest records.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from samsa.console.browse import MODES, BrowseRequest, browse
+from samsa.console.render import (
+    FORMATS,
+    format_timestamp,
+    key_value_lines,
+    parse_timestamp,
+    show_bytes,
+)
+from samsa.console.state import console_of, int_param, redirect, render
+from samsa.errors import SamsaError
+
+__all__ = ["messages_page", "produce"]
+
+MAX_LIMIT = 500
+
+
+async def messages_page(request: Request) -> Response:
+    console = console_of(request)
+    name = request.path_params["topic"]
+    params = request.query_params
+    topic = (await console.admin.describe_topics([name]))[name]
+    count = len(topic.partitions)
+    partition_text = params.get("partition", "all")
+    partition = None if partition_text in ("", "all") else int_param(partition_text, 0, 0, count)
+    mode = params.get("mode", "newest")
+    mode = mode if mode in MODES else "newest"
+    fmt = params.get("format", "auto")
+    fmt = fmt if fmt in FORMATS else "auto"
+    timestamp_text = params.get("timestamp", "")
+    error = ""
+    timestamp_ms = 0
+    if mode == "timestamp":
+        try:
+            timestamp_ms = parse_timestamp(timestamp_text)
+        except ValueError:
+            error = f"{timestamp_text!r} is not a time: use 2026-01-31T12:00 (UTC) or epoch ms"
+    wanted = BrowseRequest(
+        None if partition is None else [partition],
+        mode,
+        offset=int_param(params.get("offset"), 0, 0, 1 << 62),
+        timestamp_ms=timestamp_ms,
+        limit=int_param(params.get("limit"), 50, 1, MAX_LIMIT),
+        text_filter=params.get("filter", ""),
+    )
+    result = None
+    if not error:
+        result = await browse(console.reader_properties, name, count, wanted)
+    records = [
+        {
+            "record": r,
+            "time": format_timestamp(r.timestamp),
+            "key": show_bytes(r.key, fmt),
+            "value": show_bytes(r.value, fmt),
+            "headers": [(h, show_bytes(v, "text" if fmt == "auto" else fmt)) for h, v in r.headers],
+        }
+        for r in (result.records if result else [])
+    ]
+    return render(
+        request,
+        "messages.html",
+        error=error or request.query_params.get("error", ""),
+        topic=topic,
+        records=records,
+        result=result,
+        request_=wanted,
+        partition=partition,
+        mode=mode,
+        fmt=fmt,
+        formats=FORMATS,
+        modes=MODES,
+        timestamp_text=timestamp_text,
+        max_limit=MAX_LIMIT,
+    )
+
+
+async def produce(request: Request) -> Response:
+    console = console_of(request)
+    name = request.path_params["topic"]
+    form = await request.form()
+    back = f"/topics/{name}/messages"
+    try:
+        headers: list[tuple[str, bytes | None]] = [
+            (header, value.encode())
+            for header, value in key_value_lines(str(form.get("headers", "")), "header")
+        ]
+    except ValueError as exc:
+        return redirect(back, error=str(exc))
+    key_text = str(form.get("key", ""))
+    partition_text = str(form.get("partition", "")).strip()
+    try:
+        producer = await console.producer()
+        metadata = await producer.send_and_wait(
+            name,
+            str(form.get("value", "")).encode(),
+            key=key_text.encode() if key_text else None,
+            headers=headers,
+            partition=int(partition_text) if partition_text.isdigit() else None,
+        )
+    except SamsaError as exc:
+        return redirect(back, error=f"the record was not written: {exc}")
+    return redirect(
+        back,
+        notice=f"Produced a record to partition {metadata.partition} at offset {metadata.offset}.",
+    )

@@ -1,0 +1,178 @@
+"""The web console's forms and pages over plain HTTP (no browser) against a real broker:
+creating, growing and deleting topics, browsing from an offset or a time, resetting a
+group to an offset or a time, and the refusals (a reset while consumers are in the
+group, a bad topic name, a deletion not confirmed, an unknown group)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from tests.console.console_process import ConsoleProcess, start_console
+
+from samsa import Admin, Consumer, Producer
+from samsa.client.admin import ConfigResource, NewTopic
+from samsa.testing import BrokerProcess
+from samsa.types import TopicPartition
+
+pytestmark = pytest.mark.timeout(120)
+
+LOG = "events"  # 5 records in partition 0, one a minute from T0
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+WAIT_S = 30
+
+
+@pytest.fixture(scope="module")
+def events(broker: BrokerProcess) -> BrokerProcess:
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(LOG, 1)])
+    with Producer({"bootstrap.servers": broker.bootstrap}) as producer:
+        for i in range(5):
+            producer.send(LOG, b"event %d" % i, partition=0, timestamp=T0 + i * 60_000)
+    return broker
+
+
+@pytest.fixture(scope="module")
+def console(
+    events: BrokerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ConsoleProcess]:
+    process = start_console(events, tmp_path_factory, "--sample-interval", "60")
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def admin(broker: BrokerProcess) -> Iterator[Admin]:
+    with Admin({"bootstrap.servers": broker.bootstrap}) as client:
+        yield client
+
+
+def notice(location: str, kind: str = "notice") -> str:
+    """The notice (or error) a redirect carries to the next page."""
+    return parse_qs(urlsplit(location).query)[kind][0]
+
+
+def test_a_topic_created_from_the_form_has_its_partitions_and_configs(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    status, location = console.post(
+        "/topics", {"name": "created", "partitions": "4", "configs": "retention.ms=3600000\n"}
+    )
+    assert (status, notice(location)) == (303, "Created topic created.")
+    assert len(admin.describe_topics(["created"])["created"].partitions) == 4
+    configs = admin.describe_configs([ConfigResource.topic("created")])
+    assert configs[ConfigResource.topic("created")]["retention.ms"].value == "3600000"
+    page = console.get("/topics/created")[1]
+    assert "retention.ms" in page and "3600000" in page
+
+
+def test_a_topic_name_kafka_refuses_is_refused_with_a_message(console: ConsoleProcess) -> None:
+    status, location = console.post("/topics", {"name": "no spaces/allowed"})
+    assert status == 303
+    assert "is not a topic name" in notice(location, "error")
+
+
+def test_adding_partitions_from_the_form_raises_the_count(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    admin.create_topics([NewTopic("growing", 1)])
+    status, _ = console.post("/topics/growing/partitions", {"count": "3"})
+    assert status == 303
+    assert len(admin.describe_topics(["growing"])["growing"].partitions) == 3
+
+
+def test_a_topic_is_deleted_only_when_its_name_is_typed(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    admin.create_topics([NewTopic("doomed", 1)])
+    status, location = console.post("/topics/doomed/delete", {"confirm": "yes"})
+    assert "type the topic's name" in notice(location, "error")
+    assert "doomed" in admin.list_topics()
+    status, location = console.post("/topics/doomed/delete", {"confirm": "doomed"})
+    assert (status, notice(location)) == (303, "Deleted topic doomed.")
+    assert "doomed" not in admin.list_topics()
+
+
+def test_the_browser_reads_from_an_offset_in_offset_order(console: ConsoleProcess) -> None:
+    status, page = console.get(f"/topics/{LOG}/messages?partition=0&mode=offset&offset=3")
+    assert status == 200
+    assert "event 3" in page and "event 4" in page
+    assert "event 2" not in page
+    assert page.index("event 3") < page.index("event 4")
+
+
+def test_the_browser_reads_from_a_time_given_in_utc(console: ConsoleProcess) -> None:
+    query = "mode=timestamp&timestamp=2026-01-01T00:02:30&limit=10"
+    page = console.get(f"/topics/{LOG}/messages?{query}")[1]
+    assert [f"event {i}" in page for i in range(5)] == [False, False, False, True, True]
+
+
+def test_the_newest_n_records_are_the_last_n_of_the_log(console: ConsoleProcess) -> None:
+    page = console.get(f"/topics/{LOG}/messages?limit=2")[1]
+    assert [f"event {i}" in page for i in range(5)] == [False, False, False, True, True]
+
+
+def test_a_reset_to_an_offset_past_the_log_end_commits_the_log_end(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    admin.alter_group_offsets("by-offset", {TopicPartition(LOG, 0): 1})
+    form = {"group": "by-offset", "topic": LOG, "target": "offset", "value": "100"}
+    status, preview = console.post("/group-offsets/reset", form)
+    assert status == 200 and "Commit these offsets" in preview
+    assert admin.list_group_offsets("by-offset")[TopicPartition(LOG, 0)].offset == 1
+    assert console.post("/group-offsets/reset", {**form, "confirm": "yes"})[0] == 303
+    assert admin.list_group_offsets("by-offset")[TopicPartition(LOG, 0)].offset == 5
+
+
+def test_a_reset_to_a_time_commits_the_first_offset_at_or_after_it(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    admin.alter_group_offsets("by-time", {TopicPartition(LOG, 0): 0})
+    form = {"group": "by-time", "topic": "", "target": "timestamp",
+            "value": "2026-01-01T00:01:00", "confirm": "yes"}  # fmt: skip
+    assert console.post("/group-offsets/reset", form)[0] == 303
+    assert admin.list_group_offsets("by-time")[TopicPartition(LOG, 0)].offset == 1
+
+
+def test_a_reset_is_refused_while_the_group_has_active_members(
+    console: ConsoleProcess, admin: Admin, broker: BrokerProcess
+) -> None:
+    config = {"bootstrap.servers": broker.bootstrap, "group.id": "busy",
+              "auto.offset.reset": "earliest", "session.timeout.ms": 6000}  # fmt: skip
+    with Consumer(config) as consumer:
+        consumer.subscribe([LOG])
+        deadline = time.monotonic() + WAIT_S
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "the consumer never joined"
+            consumer.poll(0.2)
+        consumer.commit()
+        before = admin.list_group_offsets("busy")
+        form = {"group": "busy", "topic": "", "target": "earliest", "value": "", "confirm": "yes"}
+        _, location = console.post("/group-offsets/reset", form)
+        assert "active member(s)" in notice(location, "error")
+        assert admin.list_group_offsets("busy") == before
+        assert "Stable" in console.get("/groups/busy")[1]
+
+
+def test_an_unknown_group_is_not_found(console: ConsoleProcess) -> None:
+    status, page = console.get("/groups/nobody-reads-here")
+    assert status == 404
+    assert "No such group" in page
+
+
+def test_the_console_fails_fast_when_no_broker_answers() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "samsa", "console", "--bootstrap-server", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 1
+    assert "cannot reach 127.0.0.1:1" in run.stderr
