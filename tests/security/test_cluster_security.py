@@ -1,0 +1,68 @@
+"""Brokers of a cluster reach each other over an authenticated, encrypted listener."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import confluent_kafka
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.security.certs import Pki
+
+from samsa.testing.cluster import LocalCluster
+
+INTER_BROKER_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'username="broker" password="broker-secret" user_broker="broker-secret";'
+)
+
+
+@pytest.fixture
+def sasl_ssl_cluster(tmp_path: Path, zk_connect: str, pki: Pki) -> Iterator[LocalCluster]:
+    def settings_of(_broker_id: int, port: int) -> Sequence[str]:
+        return [
+            f"listeners=PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+            "inter.broker.listener.name=INTERNAL",
+            f"ssl.keystore.location={pki.broker_keystore}",
+            f"ssl.truststore.location={pki.ca}",
+            "sasl.enabled.mechanisms=PLAIN",
+            "sasl.mechanism.inter.broker.protocol=PLAIN",
+            f"listener.name.internal.plain.sasl.jaas.config={INTER_BROKER_JAAS}",
+        ]
+
+    cluster = LocalCluster(
+        tmp_path, 3, ("group.initial.rebalance.delay.ms=0",), zookeeper_connect=zk_connect,
+        session_timeout_ms=6000, settings_of=settings_of,
+    )  # fmt: skip
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def test_followers_replicate_over_a_sasl_ssl_inter_broker_listener(
+    sasl_ssl_cluster: LocalCluster,
+) -> None:
+    admin = AdminClient({"bootstrap.servers": sasl_ssl_cluster.bootstrap})
+    admin.create_topics([NewTopic("replicated", 1, 3)])["replicated"].result(30)
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": sasl_ssl_cluster.bootstrap, "acks": "all"}
+    )
+    for i in range(50):
+        producer.produce("replicated", f"v{i}".encode())
+    assert producer.flush(60) == 0
+    sasl_ssl_cluster.wait_until(
+        lambda: all(
+            len(sasl_ssl_cluster.replica_records(b, "replicated", 0)) == 50 for b in (1, 2, 3)
+        ),
+        "every replica holds the 50 records",
+        60,
+    )
+    for broker_id in (1, 2, 3):
+        values = [v for _, v in sasl_ssl_cluster.replica_records(broker_id, "replicated", 0)]
+        assert values == [f"v{i}".encode() for i in range(50)]
+    log = "".join(b.log_path.read_text() for b in sasl_ssl_cluster.brokers.values())
+    assert "failed authentication" not in log
