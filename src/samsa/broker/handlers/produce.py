@@ -1,9 +1,13 @@
-"""Produce (key 0): served 3–13, advertised from 0 as Kafka 4.1 does.
+"""Produce (key 0), versions 0–13 (Kafka 3.9 served 0–11).
 
-librdkafka up to 2.11 enables compression only when Produce v0 is advertised,
-so the range starts at 0; requests below v3 are refused (connection closed),
-as Kafka 4 refuses them. Each partition must carry exactly one batch
-(INVALID_RECORD otherwise). With acks=0 there is no response, and any error
+Versions 0–2 carry message sets in message formats v0/v1 (magic 0 and 1): each
+partition's set is validated (CRC-32 of every message, sizes, codec, nested
+sets; CORRUPT_MESSAGE otherwise, nothing appended) and converted to one
+RecordBatch v2 (:func:`samsa.records.legacy.message_set_to_batch`: magic 1
+keeps its timestamps, magic 0 records get the broker's time, as Kafka stamped
+them) before it takes the path every batch takes. A v0–2 request carrying a
+RecordBatch v2 is appended as it is. v3+ must carry exactly one batch per
+partition (INVALID_RECORD otherwise). With acks=0 there is no response, and any error
 closes the connection so the client notices.
 
 Idempotent and transactional batches go through the partition's producer
@@ -39,6 +43,8 @@ from samsa.errors import (
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.records.batch import iter_batches
+from samsa.records.builder import now_ms
+from samsa.records.legacy import is_message_set, message_set_to_batch
 from samsa.storage.validator import RecordValidationError
 from samsa.types import TopicPartition
 
@@ -55,10 +61,18 @@ def _one_batch(records: Any) -> bytes:
     return bytes(records) if not isinstance(records, bytes) else records
 
 
+def _legacy_batch(records: Any) -> bytes:
+    """Produce v0–2: a message set as one RecordBatch v2 (a v2 batch passes through)."""
+    if records and is_message_set(records):
+        return message_set_to_batch(bytes(records), now_ms=now_ms())
+    return _one_batch(records)
+
+
 def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: ReplicaManager) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         acks = body.acks
+        to_batch = _legacy_batch if header.api_version < 3 else _one_batch
         topics = []
         failed: KafkaError | None = None
         # acks=all: every partition is appended first, then all wait for their ISRs at once.
@@ -79,7 +93,7 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
                     refuse_client_change(metadata, name, "append to")
                     tp = TopicPartition(name, data.index)
                     appended = await replicas.append(
-                        tp, bytearray(_one_batch(data.records)), required_acks=acks
+                        tp, bytearray(to_batch(data.records)), required_acks=acks
                     )
                     entry.update(
                         error_code=ErrorCode.NONE,
@@ -128,7 +142,7 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
                 entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
         return respond(header, {"responses": topics, "throttle_time": 0})
 
-    registry.add(API_KEY, 3, 13, handle, advertised_min=0)
+    registry.add(API_KEY, 0, 13, handle)
 
 
 def topic_id_of(topic: Any) -> Any:
