@@ -25,8 +25,8 @@ strings (int16 length), bytes and arrays (int32 length, -1 for null), no
 tagged fields. Reading checks every length and array count against the bytes
 that remain before it slices or loops (see :class:`samsa.protocol.wire.WireReader`),
 so an old version opens no way to make the broker allocate from a count.
-Fields a request declares beyond what the body holds, or bytes left over,
-make the request undecodable (the connection is closed), as for kio's versions.
+A body shorter than its layout makes the request undecodable (the connection
+is closed); bytes after it are ignored, as Kafka and the kio path ignore them.
 """
 
 from __future__ import annotations
@@ -154,9 +154,7 @@ def decode_legacy_request(legacy: LegacyVersion, body: bytes) -> Any:
     """The kio request (of ``legacy.kio_version``) that ``body`` (the bytes after the request
     header) carries; raises :class:`CorruptRecordError` when it does not fit the layout."""
     reader = WireReader(body, f"api key {legacy.api_key} v{legacy.version} request")
-    values = _read(reader, legacy.request)
-    reader.expect_end()
-    return build(legacy.request_class, values)
+    return build(legacy.request_class, _read(reader, legacy.request))
 
 
 # -- writing ---------------------------------------------------------------------------
@@ -179,7 +177,7 @@ def _write(out: bytearray, t: Type, value: Any) -> None:
             if isinstance(field_type, Derived):
                 _write(out, field_type.type, field_type.compute(value))
             else:
-                _write(out, field_type, _field(value, name))
+                _write(out, field_type, _field(value, name, field_type))
         return
     if isinstance(t, Array):
         if value is None:
@@ -210,10 +208,21 @@ def _write(out: bytearray, t: Type, value: Any) -> None:
         raise AssertionError(f"unknown legacy type {t!r}")
 
 
-def _field(entity: Any, name: str) -> Any:
+def _field(entity: Any, name: str, field_type: Type) -> Any:
     if isinstance(entity, Mapping):
-        return entity[name]
+        return entity[name] if name in entity else _zero(field_type)
     return getattr(entity, name)
+
+
+def _zero(t: Type) -> Any:
+    """The value a field left out of a dict is written with (tests' minimal requests)."""
+    if isinstance(t, Struct):
+        return {}
+    if isinstance(t, Array):
+        return None if t.nullable else []
+    if t in (NULLABLE_STRING, RECORDS):
+        return None
+    return "" if t == STRING else 0
 
 
 def encode_legacy_response(legacy: LegacyVersion, correlation_id: int, response: Any) -> bytes:
