@@ -55,11 +55,11 @@ def _batches(count: int, size: int, codec: CompressionType) -> bytes:
     return b"".join(out)
 
 
-def _best(run: Callable[[], object], repeat: int) -> float:
+def _best(run: Callable[..., object], args: tuple[object, ...], repeat: int) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
-        run()
+        run(*args)
         times.append(time.perf_counter() - start)
     return min(times)
 
@@ -71,13 +71,19 @@ def in_process(records: int, repeat: int) -> None:
         for codec in (CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4):
             stored = _batches(records, size, codec)
             for magic in (1, 0):
-                seconds = _best(
-                    lambda: down_convert(stored, magic, 0, 1 << 62, min_one_message=True), repeat
-                )
+                seconds = _best(_down_convert, (stored, magic), repeat)
                 _row(f"down-convert v2 -> magic {magic}", codec, size, records, seconds)
             message_set = down_convert(stored, 1, 0, 1 << 62, min_one_message=True)
-            seconds = _best(lambda: message_set_to_batch(message_set, now_ms=0), repeat)
+            seconds = _best(_to_batch, (message_set,), repeat)
             _row("produce: magic 1 set -> v2 batch", codec, size, records, seconds)
+
+
+def _down_convert(stored: bytes, magic: int) -> bytes:
+    return down_convert(stored, magic, 0, 1 << 62, min_one_message=True)
+
+
+def _to_batch(message_set: bytes) -> bytes:
+    return message_set_to_batch(message_set, now_ms=0)
 
 
 def _row(what: str, codec: CompressionType, size: int, records: int, seconds: float) -> None:
@@ -171,9 +177,8 @@ def against_broker(count: int, size: int, codec: str, repeat: int) -> None:
                                    (1, "Fetch v1 (-> magic 0)")):  # fmt: skip
                 runs = [fetch_all(broker.bootstrap, topic, version, count) for _ in range(repeat)]
                 rate = count / statistics.median(r[0] for r in runs)
-                print(
-                    f"{label:<28} {rate:>12,.0f} {rate * size / 1e6:>8.1f} {runs[0][1] / 1e6:>12.1f}"
-                )
+                response_mb = runs[0][1] / 1e6
+                print(f"{label:<28} {rate:>12,.0f} {rate * size / 1e6:>8.1f} {response_mb:>12.1f}")
         finally:
             broker.stop()
 
