@@ -15,6 +15,8 @@ Not a test. Two parts:
 
     .venv/bin/python bench/down_conversion_bench.py            # default (~1 minute)
     .venv/bin/python bench/down_conversion_bench.py --quick    # smaller
+    .venv/bin/python bench/down_conversion_bench.py --v4-only  # Fetch v4 only (runs on code
+                                                               # without down-conversion too)
 
 Results: bench/RESULTS.md, section "Down-conversion for old clients".
 """
@@ -37,7 +39,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.records.batch import CompressionType
 from samsa.records.builder import RecordBatchBuilder
-from samsa.records.legacy import down_convert, message_set_to_batch
 from samsa.testing import start_broker
 
 FETCH = 1
@@ -73,16 +74,20 @@ def in_process(records: int, repeat: int) -> None:
             for magic in (1, 0):
                 seconds = _best(_down_convert, (stored, magic), repeat)
                 _row(f"down-convert v2 -> magic {magic}", codec, size, records, seconds)
-            message_set = down_convert(stored, 1, 0, 1 << 62, min_one_message=True)
+            message_set = _down_convert(stored, 1)
             seconds = _best(_to_batch, (message_set,), repeat)
             _row("produce: magic 1 set -> v2 batch", codec, size, records, seconds)
 
 
 def _down_convert(stored: bytes, magic: int) -> bytes:
+    from samsa.records.legacy import down_convert
+
     return down_convert(stored, magic, 0, 1 << 62, min_one_message=True)
 
 
 def _to_batch(message_set: bytes) -> bytes:
+    from samsa.records.legacy import message_set_to_batch
+
     return message_set_to_batch(message_set, now_ms=0)
 
 
@@ -151,7 +156,9 @@ def fetch_all(bootstrap: str, topic: str, version: int, count: int) -> tuple[flo
         return time.perf_counter() - start, total
 
 
-def against_broker(count: int, size: int, codec: str, repeat: int) -> None:
+def against_broker(
+    count: int, size: int, codec: str, repeat: int, versions: tuple[int, ...]
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         broker = start_broker(Path(tmp) / "data")
         try:
@@ -173,8 +180,10 @@ def against_broker(count: int, size: int, codec: str, repeat: int) -> None:
             print(f"\nsamsa serve, {count:,} records of {size} B, {codec}, "
                   f"1 MiB fetches, median of {repeat}")  # fmt: skip
             print(f"{'request':<28} {'records/s':>12} {'MB/s':>8} {'response MB':>12}")
-            for version, label in ((4, "Fetch v4 (zero copy)"), (3, "Fetch v3 (-> magic 1)"),
-                                   (1, "Fetch v1 (-> magic 0)")):  # fmt: skip
+            labels = {4: "Fetch v4 (zero copy)", 3: "Fetch v3 (-> magic 1)",
+                      1: "Fetch v1 (-> magic 0)"}  # fmt: skip
+            for version in versions:
+                label = labels[version]
                 runs = [fetch_all(broker.bootstrap, topic, version, count) for _ in range(repeat)]
                 rate = count / statistics.median(r[0] for r in runs)
                 response_mb = runs[0][1] / 1e6
@@ -186,12 +195,15 @@ def against_broker(count: int, size: int, codec: str, repeat: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--v4-only", action="store_true")
     args = parser.parse_args()
     repeat = 3
-    in_process(20_000 if args.quick else 100_000, repeat)
+    if not args.v4_only:
+        in_process(20_000 if args.quick else 100_000, repeat)
     count = 50_000 if args.quick else 300_000
+    versions = (4,) if args.v4_only else (4, 3, 1)
     for size, codec in ((100, "none"), (1024, "none"), (1024, "lz4")):
-        against_broker(count if size == 100 else count // 3, size, codec, repeat)
+        against_broker(count if size == 100 else count // 3, size, codec, repeat, versions)
     sys.stdout.flush()
 
 
