@@ -170,6 +170,17 @@ def test_fetch_v3_stops_within_partition_max_bytes_after_the_first_message(
     assert limited == records
 
 
+def test_a_large_old_message_set_is_appended_whole(broker: BrokerProcess) -> None:
+    topic = "legacy-wire-large"
+    _create_topic(broker, topic)
+    records = [(b"k%d" % i, bytes([i % 256]) * 1000) for i in range(300)]  # ~300 KiB
+    assert _produce(broker, 1, topic, _message_set(1, SNAPPY, records, 5))["error_code"] == 0
+    fetched = []
+    while len(fetched) < len(records):
+        fetched += _read(_fetch(broker, 2, topic, offset=len(fetched))["records"])
+    assert [(m[3], m[4]) for m in fetched] == records
+
+
 def test_a_corrupt_old_message_is_answered_corrupt_message_and_nothing_is_appended(
     broker: BrokerProcess, old_topic: tuple[str, list[Any]]
 ) -> None:

@@ -189,3 +189,10 @@ def test_a_partial_batch_at_the_end_of_a_read_is_left_out() -> None:
     stored = _stored(CompressionType.NONE) + _stored(CompressionType.NONE, 3)[:-5]
     converted = down_convert(stored, 1, 0, 1 << 20, min_one_message=True)
     assert [o for o, *_ in _legacy_records(converted)] == [0, 1, 2]
+
+
+def test_wrappers_inflating_past_the_limit_together_are_corrupt() -> None:
+    wrapper = _message_set(1, GZIP, [(None, b"z" * 600)])
+    read_message_set(wrapper * 2, max_decompressed=1300)  # two inflate to ~1270 bytes
+    with pytest.raises(CorruptRecordError, match="limit"):
+        read_message_set(wrapper * 3, max_decompressed=1300)

@@ -143,12 +143,14 @@ def read_message_set(
     """The records of a magic 0/1 message set, wrappers opened, and the (first) codec used.
 
     Inner messages of a magic-1 wrapper carry the wrapper's timestamp when it is
-    LogAppendTime. Raises :class:`CorruptRecordError` (CORRUPT_MESSAGE) for a bad CRC,
-    size, magic, a nested compressed message or an inner magic other than the
-    wrapper's, and :class:`UnsupportedCompressionTypeError` for zstd.
+    LogAppendTime. All wrappers together inflate to at most ``max_decompressed``
+    bytes. Raises :class:`CorruptRecordError` (CORRUPT_MESSAGE) for a bad CRC, size,
+    magic, a nested compressed message, an inner magic other than the wrapper's or
+    too much inflation, and :class:`UnsupportedCompressionTypeError` for zstd.
     """
     records: list[LegacyMessage] = []
     codec_used = CompressionType.NONE
+    inflated = 0  # bytes decompressed so far: ``max_decompressed`` bounds the whole set
     for message, attributes in _messages(buf):
         codec = _codec(attributes, message.magic)
         if codec is CompressionType.NONE:
@@ -162,9 +164,10 @@ def read_message_set(
         if codec is CompressionType.LZ4 and message.magic == 0:
             data = _fix_lz4_header_checksum(data)
         try:
-            inner_set = decompress(codec, data, max_decompressed)
+            inner_set = decompress(codec, data, max_decompressed - inflated)
         except CompressionError as exc:
             raise CorruptRecordError(f"compressed message: {exc}") from exc
+        inflated += len(inner_set)
         log_append = message.magic == 1 and attributes & _TIMESTAMP_TYPE_BIT
         inner_count = 0
         for inner, inner_attributes in _messages(inner_set):

@@ -5,9 +5,10 @@ partition's set is validated (CRC-32 of every message, sizes, codec, nested
 sets; CORRUPT_MESSAGE otherwise, nothing appended) and converted to one
 RecordBatch v2 (:func:`samsa.records.legacy.message_set_to_batch`: magic 1
 keeps its timestamps, magic 0 records get the broker's time, as Kafka stamped
-them) before it takes the path every batch takes. A v0–2 request carrying a
-RecordBatch v2 is appended as it is. v3+ must carry exactly one batch per
-partition (INVALID_RECORD otherwise). With acks=0 there is no response, and any error
+them; sets over 64 KiB are converted on a worker thread) before it takes the
+path every batch takes. A v0–2 request carrying a RecordBatch v2 is appended
+as it is. v3+ must carry exactly one batch per partition (INVALID_RECORD
+otherwise). With acks=0 there is no response, and any error
 closes the connection so the client notices.
 
 Idempotent and transactional batches go through the partition's producer
@@ -61,18 +62,24 @@ def _one_batch(records: Any) -> bytes:
     return bytes(records) if not isinstance(records, bytes) else records
 
 
-def _legacy_batch(records: Any) -> bytes:
+CONVERT_INLINE_BYTES = 64 * 1024
+"""Message sets larger than this are converted off the event loop (per-record work)."""
+
+
+async def _legacy_batch(records: Any) -> bytes:
     """Produce v0–2: a message set as one RecordBatch v2 (a v2 batch passes through)."""
-    if records and is_message_set(records):
-        return message_set_to_batch(bytes(records), now_ms=now_ms())
-    return _one_batch(records)
+    if not records or not is_message_set(records):
+        return _one_batch(records)
+    if len(records) > CONVERT_INLINE_BYTES:
+        return await asyncio.to_thread(message_set_to_batch, bytes(records), now_ms=now_ms())
+    return message_set_to_batch(bytes(records), now_ms=now_ms())
 
 
 def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: ReplicaManager) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         acks = body.acks
-        to_batch = _legacy_batch if header.api_version < 3 else _one_batch
+        legacy = header.api_version < 3
         topics = []
         failed: KafkaError | None = None
         # acks=all: every partition is appended first, then all wait for their ISRs at once.
@@ -92,9 +99,10 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
                         raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
                     refuse_client_change(metadata, name, "append to")
                     tp = TopicPartition(name, data.index)
-                    appended = await replicas.append(
-                        tp, bytearray(to_batch(data.records)), required_acks=acks
+                    batch = (
+                        await _legacy_batch(data.records) if legacy else _one_batch(data.records)
                     )
+                    appended = await replicas.append(tp, bytearray(batch), required_acks=acks)
                     entry.update(
                         error_code=ErrorCode.NONE,
                         base_offset=appended.first_offset,
