@@ -8,6 +8,10 @@
 - (0, 11): Produce v3 / Fetch v5 (RecordBatch v2), JoinGroup v2 — already Kafka 4's floor for
   most APIs, it checks nothing regressed at the boundary.
 
+librdkafka (confluent-kafka) with ``api.version.request=false`` and
+``broker.version.fallback`` 0.8.2, 0.9.0 or 0.10.0 speaks the same old versions from another
+implementation (C): Produce v0/v2 with its own message sets, Fetch v0/v2.
+
 aiokafka is not among them: since 0.13 it ignores ``api_version`` and negotiates.
 """
 
@@ -200,3 +204,62 @@ def test_confluent_kafka_reads_what_an_old_producer_wrote_stamped_with_the_broke
     assert [(m.key(), m.value()) for m in received] == [(k, v) for k, v, _ in sent]
     # Message format v0 has no timestamp: the broker stamps its own time, as Kafka did.
     assert all(before <= m.timestamp()[1] <= after for m in received)
+
+
+FALLBACKS = ["0.8.2", "0.9.0", "0.10.0"]
+
+
+def _librdkafka(bootstrap: str, fallback: str) -> dict[str, object]:
+    return {"bootstrap.servers": bootstrap, "api.version.request": False,
+            "broker.version.fallback": fallback, "log_level": 3}  # fmt: skip
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("fallback", FALLBACKS)
+def test_librdkafka_speaking_an_old_broker_version_reads_back_what_it_produced(
+    broker: BrokerProcess, fallback: str, codec: str
+) -> None:
+    topic = f"legacy-librdkafka-{fallback}-{codec}"
+    conf = _librdkafka(broker.bootstrap, fallback)
+    producer = Producer({**conf, "compression.type": codec, "linger.ms": 5})
+    base_ts = int(time.time() * 1000) - 30_000
+    for i in range(COUNT):
+        producer.produce(topic, b"v%d" % i, b"k%d" % i, partition=0, timestamp=base_ts + i)
+    assert producer.flush(30) == 0
+    consumer = Consumer({**conf, "group.id": topic, "enable.auto.commit": False})
+    try:
+        consumer.assign([ConfluentPartition(topic, 0, 0)])
+        received = []
+        deadline = time.monotonic() + 60
+        while len(received) < COUNT and time.monotonic() < deadline:
+            received += [m for m in consumer.consume(COUNT, 0.5) if m.error() is None]
+    finally:
+        consumer.close()
+    assert [(m.offset(), m.key(), m.value()) for m in received] == [
+        (i, b"k%d" % i, b"v%d" % i) for i in range(COUNT)
+    ]
+    if fallback == "0.10.0":  # message format v1: the producer's timestamps come back
+        assert [m.timestamp()[1] for m in received] == [base_ts + i for i in range(COUNT)]
+
+
+@pytest.mark.parametrize("fallback", FALLBACKS[1:])
+def test_librdkafka_speaking_an_old_broker_version_joins_a_group_and_commits(
+    broker: BrokerProcess, fallback: str
+) -> None:
+    topic = group = f"legacy-librdkafka-group-{fallback}"
+    _produce(broker.bootstrap, topic, (0, 9))
+    conf = _librdkafka(broker.bootstrap, fallback)
+    consumer = Consumer({**conf, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})  # fmt: skip
+    try:
+        consumer.subscribe([topic])
+        received = []
+        deadline = time.monotonic() + 60
+        while len(received) < COUNT and time.monotonic() < deadline:
+            received += [m for m in consumer.consume(COUNT, 0.5) if m.error() is None]
+        consumer.commit(asynchronous=False)
+        [committed] = consumer.committed([ConfluentPartition(topic, 0)], 30)
+    finally:
+        consumer.close()
+    assert len(received) == COUNT
+    assert committed.offset == COUNT
