@@ -32,6 +32,7 @@ is closed); bytes after it are ignored, as Kafka and the kio path ignore them.
 from __future__ import annotations
 
 import datetime
+import functools
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,7 +40,6 @@ from typing import Any, TypeAlias
 
 from kio.index import load_request_schema, load_response_schema
 
-from samsa.errors import CorruptRecordError
 from samsa.protocol.build import build
 from samsa.protocol.wire import WireReader
 
@@ -48,7 +48,10 @@ __all__ = [
     "Derived",
     "LegacyVersion",
     "Struct",
+    "Type",
     "decode_legacy_request",
+    "decode_legacy_response",
+    "encode_legacy_request",
     "encode_legacy_response",
     "kio_version",
     "legacy_version",
@@ -103,11 +106,16 @@ class LegacyVersion:
 
     @property
     def request_class(self) -> type:
-        return load_request_schema(self.api_key, self.kio_version)
+        return _kio_class(load_request_schema, self.api_key, self.kio_version)
 
     @property
     def response_class(self) -> type:
-        return load_response_schema(self.api_key, self.kio_version)
+        return _kio_class(load_response_schema, self.api_key, self.kio_version)
+
+
+@functools.cache
+def _kio_class(load: Callable[[int, int], type], api_key: int, version: int) -> type:
+    return load(api_key, version)
 
 
 # -- reading ---------------------------------------------------------------------------
@@ -144,10 +152,6 @@ def _read(reader: WireReader, t: Type) -> Any:
     if t == RECORDS:
         return reader.read_nullable_bytes()
     raise AssertionError(f"unknown legacy type {t!r}")
-
-
-class LegacyDecodeError(CorruptRecordError):
-    """An old-version request body does not follow its declared layout."""
 
 
 def decode_legacy_request(legacy: LegacyVersion, body: bytes) -> Any:
