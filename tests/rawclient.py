@@ -11,12 +11,18 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from samsa.protocol.build import build
+from samsa.protocol.legacy import (
+    decode_legacy_response,
+    encode_legacy_request,
+    legacy_version,
+)
 
 HANG_S = 30  # socket timeout: only detects a broker that never answers
 
 
 def exchange(bootstrap: str, api_key: int, version: int, values: dict[str, Any]) -> Any:
-    """Send one request built from ``values`` and return the decoded kio response."""
+    """Send one request built from ``values`` and return the decoded kio response (for a
+    version kio lacks, the response in its old layout as nested dicts)."""
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=HANG_S) as sock:
         sock.sendall(request_frame(api_key, version, values))
@@ -26,7 +32,13 @@ def exchange(bootstrap: str, api_key: int, version: int, values: dict[str, Any])
 def request_frame(
     api_key: int, version: int, values: dict[str, Any], correlation_id: int = 1
 ) -> bytes:
-    """A size-prefixed request frame built from ``values``."""
+    """A size-prefixed request frame built from ``values`` (fields left out get defaults)."""
+    legacy = legacy_version(api_key, version)
+    if legacy is not None:
+        client_id = b"rawclient"
+        payload = struct.pack(">hhih", api_key, version, correlation_id, len(client_id))
+        payload += client_id + encode_legacy_request(legacy, values)
+        return struct.pack(">i", len(payload)) + payload
     request_cls = load_request_schema(api_key, version)
     body = io.BytesIO()
     header_cls = request_cls.__header_schema__
@@ -49,6 +61,9 @@ def read_response_with_id(sock: socket.socket, api_key: int, version: int) -> tu
     """Read one response frame from ``sock``: its correlation id and the decoded response."""
     size = struct.unpack(">i", _recv(sock, 4))[0]
     frame = _recv(sock, size)
+    legacy = legacy_version(api_key, version)
+    if legacy is not None:  # response header v0
+        return struct.unpack_from(">i", frame)[0], decode_legacy_response(legacy, frame[4:])
     response_cls = load_response_schema(api_key, version)
     header, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
     response, _ = entity_reader(response_cls)(frame, header_size)

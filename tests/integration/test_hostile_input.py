@@ -213,6 +213,25 @@ HOSTILE_FRAMES: dict[str, bytes] = {
     "metadata v12 tagged field count 2**32": _frame(
         _pad_to(_header_v2(METADATA, 12) + b"\0\1\0" + _uvarint(2**32), 100)
     ),
+    # Versions kio lacks, read through samsa.protocol.legacy's layouts.
+    "produce v0 topic count 2**31-1": _frame(
+        _pad_to(_header_v1(PRODUCE, 0) + struct.pack(">hii", 1, 1000, 2**31 - 1), 100)
+    ),
+    "produce v0 records length 2**31-1": _frame(
+        _header_v1(PRODUCE, 0)
+        + struct.pack(">hiih", 1, 1000, 1, 1)
+        + b"t"
+        + struct.pack(">iii", 1, 0, 2**31 - 1)
+        + b"\0" * 64
+    ),
+    "fetch v0 partition count 2**31-1": _frame(
+        _header_v1(FETCH, 0)
+        + struct.pack(">iiiih", -1, 0, 1, 1, 1)
+        + b"t"
+        + struct.pack(">i", 2**31 - 1)
+        + b"\0" * 64
+    ),
+    "truncated list offsets v0 body": _frame(_header_v1(2, 0) + struct.pack(">ii", -1, 1)),
 }
 
 

@@ -213,7 +213,7 @@ def test_an_unknown_api_key_is_rejected() -> None:
 
 
 @pytest.mark.parametrize(
-    ("api_key", "api_version"), [(0, 0), (3, 99)], ids=["produce-v0", "md-v99"]
+    ("api_key", "api_version"), [(0, 14), (3, 99)], ids=["produce-v14", "md-v99"]
 )
 def test_an_unsupported_version_is_rejected(api_key: int, api_version: int) -> None:
     with pytest.raises(RequestDecodeError):

@@ -1,4 +1,5 @@
-"""The hand-written FetchResponse encoder matches kio's byte for byte, versions 4–17."""
+"""The hand-written FetchResponse encoder matches kio's byte for byte, versions 4–17, and
+the declared old layouts (samsa.protocol.legacy) for versions 0–3."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 from kio.index import load_response_schema
 
 from samsa.protocol.build import build
-from samsa.protocol.codec import encode_response
+from samsa.protocol.codec import encode_response_for
 from samsa.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
+from samsa.protocol.legacy import kio_version
 from samsa.storage import FileRegion
 
 TOPIC_ID = uuid.UUID("12345678-1234-5678-1234-567812345678")
@@ -33,7 +35,7 @@ def _partitions(records: list[bytes | None]) -> list[FetchPartition]:
 
 
 def _kio_bytes(version: int, topics: list[FetchTopic], session_id: int) -> bytes:
-    cls = load_response_schema(1, version)
+    cls = load_response_schema(1, kio_version(1, version))
     values = {
         "throttle_time": 7,
         "error_code": 0,
@@ -64,10 +66,10 @@ def _kio_bytes(version: int, topics: list[FetchTopic], session_id: int) -> bytes
             for t in topics
         ],
     }
-    return encode_response(99, build(cls, values))
+    return encode_response_for(1, version, 99, build(cls, values))
 
 
-@pytest.mark.parametrize("version", range(4, 18))
+@pytest.mark.parametrize("version", range(18))
 def test_encoder_matches_kio_for_every_version(version: int) -> None:
     topics = [
         FetchTopic("orders", TOPIC_ID, _partitions([b"abc" * 50, None, b"", b"x"])),
@@ -79,7 +81,7 @@ def test_encoder_matches_kio_for_every_version(version: int) -> None:
     assert total == len(ours)
 
 
-@pytest.mark.parametrize("version", [4, 11, 12, 13, 16, 17])
+@pytest.mark.parametrize("version", [0, 2, 4, 11, 12, 13, 16, 17])
 def test_file_regions_stand_where_their_bytes_would(tmp_path: Path, version: int) -> None:
     data = os.urandom(5000)
     path = tmp_path / "segment.log"

@@ -22,6 +22,7 @@ from kio.index import load_response_schema
 from samsa.errors import ErrorCode, KafkaError, SamsaError
 from samsa.protocol.build import build
 from samsa.protocol.codec import RequestHeader
+from samsa.protocol.legacy import kio_version
 
 Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
 """Takes the request header and kio body; returns a kio response, a :class:`RawResponse`,
@@ -63,11 +64,12 @@ class CloseConnectionRequest(SamsaError):
 
 @functools.cache
 def _response_class(api_key: int, version: int) -> Any:
-    return load_response_schema(api_key, version)
+    return load_response_schema(api_key, kio_version(api_key, version))
 
 
 def respond(header: RequestHeader, values: dict[str, Any]) -> Any:
-    """The kio response of the request's key and version, built from ``values``."""
+    """The kio response of the request's key and version, built from ``values`` (for a
+    version older than kio's, the response of the version it is served as)."""
     return build(_response_class(header.api_key, header.api_version), values)
 
 

@@ -56,6 +56,7 @@ from samsa.protocol.codec import (
     RequestDecodeError,
     decode_request,
     encode_response,
+    encode_response_for,
     peek_header,
 )
 from samsa.protocol.error_response import error_response
@@ -521,7 +522,7 @@ class Connection(asyncio.Protocol):
                 )
             if response is None or isinstance(response, RawResponse):
                 return response
-            return encode_response(correlation_id, response)
+            return encode_response_for(api_key, api_version, correlation_id, response)
         except CloseConnectionRequest as exc:
             raise _CloseConnection(str(exc)) from exc
         except Exception as exc:  # a handler bug: answered below, never raised per frame
@@ -561,7 +562,7 @@ class Connection(asyncio.Protocol):
             response: Any = await deferred.response
             if response is None or isinstance(response, RawResponse):
                 return response
-            return encode_response(correlation_id, response)
+            return encode_response_for(api_key, api_version, correlation_id, response)
         except CloseConnectionRequest as exc:
             raise _CloseConnection(str(exc)) from exc
         except Exception as exc:

@@ -1,4 +1,9 @@
-"""The one registry of served APIs: handlers add themselves, ApiVersions reads it."""
+"""The one registry of served APIs: handlers add themselves, ApiVersions reads it.
+
+ApiVersions advertises exactly the versions served. Versions kio lacks (those
+Kafka 3.9 served and Kafka 4 dropped) are decoded and answered through
+:mod:`samsa.protocol.legacy`, so a handler registers Kafka 3.9's floor.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,6 @@ class ApiEntry:
     min_version: int
     max_version: int
     handler: Handler
-    advertised_min: int
 
 
 class ApiRegistry:
@@ -26,18 +30,11 @@ class ApiRegistry:
         min_version: int,
         max_version: int,
         handler: Handler,
-        *,
-        advertised_min: int | None = None,
     ) -> None:
-        """Serve ``api_key`` at ``min_version..max_version``.
-
-        ``advertised_min`` lets ApiVersions announce a lower minimum than is served
-        (Produce and JoinGroup from 0, as Kafka 4.1 does for old librdkafka).
-        """
+        """Serve ``api_key`` at ``min_version..max_version``."""
         if api_key in self._entries:
             raise ValueError(f"API key {api_key} is registered twice")
-        low = min_version if advertised_min is None else advertised_min
-        self._entries[api_key] = ApiEntry(api_key, min_version, max_version, handler, low)
+        self._entries[api_key] = ApiEntry(api_key, min_version, max_version, handler)
 
     def handler_for(self, api_key: int, version: int) -> Handler | None:
         entry = self._entries.get(api_key)
@@ -50,6 +47,4 @@ class ApiRegistry:
 
     def advertised(self) -> list[tuple[int, int, int]]:
         """``(api_key, min, max)`` for ApiVersions, sorted by key."""
-        return [
-            (e.api_key, e.advertised_min, e.max_version) for _, e in sorted(self._entries.items())
-        ]
+        return [(e.api_key, e.min_version, e.max_version) for _, e in sorted(self._entries.items())]

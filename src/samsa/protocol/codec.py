@@ -14,6 +14,11 @@ against kio's header reader.
 
 Responses are written with kio's ``entity_writer`` into a list of chunks, so
 large ``records`` pass through uncopied until the single final join.
+
+Request versions Kafka 3.9 served but kio lacks (Produce 0–2, Fetch 0–3…) are
+read and answered through :mod:`samsa.protocol.legacy`: decoded into the kio
+class of the lowest version kio has, answered in the old layout
+(:func:`encode_response_for`).
 """
 
 from __future__ import annotations
@@ -29,12 +34,14 @@ from kio.serial import entity_reader, entity_writer
 
 from samsa.errors import SamsaError
 from samsa.protocol.guard import GuardError, check_entity
+from samsa.protocol.legacy import decode_legacy_request, encode_legacy_response, legacy_version
 
 __all__ = [
     "RequestDecodeError",
     "RequestHeader",
     "decode_request",
     "encode_response",
+    "encode_response_for",
     "peek_header",
     "request_class",
 ]
@@ -119,6 +126,9 @@ def _request_codec(api_key: int, api_version: int) -> _RequestCodec | None:
 def load_schemas(api_key: int, api_version: int) -> None:
     """Import the request and response classes of one API version now (kio imports a
     module per version on first use), so decoding and answering need no file later."""
+    legacy = legacy_version(api_key, api_version)
+    if legacy is not None:
+        api_version = legacy.kio_version
     request_class(api_key, api_version)
     name = api_key_map.get(api_key)
     if name is not None and api_version in schema_name_map[name]:
@@ -140,8 +150,11 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
             f"a {len(frame)}-byte frame is too short for a request header"
         ) from None
     codec = _request_codecs.get((api_key, api_version)) or _request_codec(api_key, api_version)
+    legacy = None
     if codec is None:
-        raise RequestDecodeError(f"no schema for api key {api_key} version {api_version}")
+        legacy = legacy_version(api_key, api_version)
+        if legacy is None:
+            raise RequestDecodeError(f"no schema for api key {api_key} version {api_version}")
 
     # The client id is a legacy int16-length string in both header v1 and v2.
     position = _HEADER.size
@@ -156,6 +169,13 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
         except UnicodeDecodeError as exc:
             raise RequestDecodeError("client id is not valid UTF-8") from exc
         position = client_id_end
+    header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    if legacy is not None:  # every old version has request header v1
+        try:
+            return header, decode_legacy_request(legacy, frame[position:])
+        except (SamsaError, ValueError, TypeError) as exc:
+            raise RequestDecodeError(f"api key {api_key} v{api_version}: {exc}") from exc
+    assert codec is not None
     if codec.flexible_header:
         # Kafka defines no tagged fields for header v2, and kio rejects tags it does not know.
         if position >= len(frame) or frame[position] != 0:
@@ -176,7 +196,7 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     if position + size != end:
         # The guard and kio disagree on the layout: refuse rather than guess which is right.
         raise RequestDecodeError(f"{cls.__name__} v{api_version}: guard and kio disagree on size")
-    return RequestHeader(api_key, api_version, correlation_id, client_id), body
+    return header, body
 
 
 class _ChunkSink:
@@ -222,3 +242,14 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     chunks = sink.chunks
     chunks[0] = _INT32.pack(sum(map(len, chunks)))
     return b"".join(chunks)
+
+
+def encode_response_for(
+    api_key: int, api_version: int, correlation_id: int, response: Any
+) -> bytes:
+    """Encode ``response`` for a request of ``api_version``: as :func:`encode_response` does,
+    or in the old layout when the version is one kio lacks (:mod:`samsa.protocol.legacy`)."""
+    legacy = legacy_version(api_key, api_version)
+    if legacy is None:
+        return encode_response(correlation_id, response)
+    return encode_legacy_response(legacy, correlation_id, response)

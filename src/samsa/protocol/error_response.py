@@ -18,6 +18,7 @@ from typing import Any
 from kio.index import load_response_schema
 
 from samsa.protocol.build import build
+from samsa.protocol.legacy import legacy_version
 
 __all__ = ["error_response"]
 
@@ -29,7 +30,10 @@ def _top_level_fields(api_key: int, api_version: int) -> frozenset[str]:
 
 def error_response(api_key: int, api_version: int, error_code: int, message: str) -> Any | None:
     """A kio response carrying ``error_code`` (and ``message`` where the version has one),
-    or None when the response has no top-level error code to carry it."""
+    or None when the response has no top-level error code to carry it (no version older
+    than kio's has one)."""
+    if legacy_version(api_key, api_version) is not None:
+        return None
     names = _top_level_fields(api_key, api_version)
     if "error_code" not in names:
         return None

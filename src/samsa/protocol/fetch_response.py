@@ -1,10 +1,11 @@
-"""Hand-written FetchResponse encoder (versions 4–17) for zero-copy record data.
+"""Hand-written FetchResponse encoder (versions 0–17) for zero-copy record data.
 
 The one place samsa writes a message layout itself, because it is the hot
 path: record sets stay in the segment files and are sent with ``os.sendfile``,
 so the response is produced as a list of byte chunks with file regions between
 them, and the size prefix is computed without reading the records. Every
-version is checked byte for byte against kio's encoder in the tests.
+version is checked byte for byte against kio's encoder in the tests (versions
+0–3, which kio lacks, against the layouts of :mod:`samsa.protocol.legacy`).
 
 Tagged fields are never written (their defaults: no diverging epoch, no
 leader hint, no snapshot id, no node endpoints), as kio omits default tags.
@@ -24,6 +25,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_FIXED = struct.Struct(">ihqqq")  # index, error, hw, lso, log start
 _PARTITION_FIXED_V4 = struct.Struct(">ihqq")  # v4 has no log start offset
+_PARTITION_FIXED_V0 = struct.Struct(">ihq")  # v0-3: index, error, hw
 _ABORTED = struct.Struct(">qq")
 FLEXIBLE_FROM = 12
 TOPIC_IDS_FROM = 13
@@ -85,7 +87,8 @@ def encode_fetch_response(
     out += _I32.pack(correlation_id)
     if flexible:
         out += b"\x00"  # response header v1: no tagged fields
-    out += _I32.pack(throttle_time_ms)
+    if version >= 1:
+        out += _I32.pack(throttle_time_ms)
     if version >= 7:
         out += _I16.pack(error_code)
         out += _I32.pack(session_id)
@@ -103,11 +106,15 @@ def encode_fetch_response(
             if version >= 5:
                 out += _PARTITION_FIXED.pack(p.partition_index, p.error_code, p.high_watermark,
                                              p.last_stable_offset, p.log_start_offset)  # fmt: skip
-            else:
+            elif version == 4:
                 out += _PARTITION_FIXED_V4.pack(p.partition_index, p.error_code,
                                                 p.high_watermark, p.last_stable_offset)  # fmt: skip
+            else:
+                out += _PARTITION_FIXED_V0.pack(p.partition_index, p.error_code, p.high_watermark)
             aborted = p.aborted_transactions
-            if aborted is None:
+            if version < 4:
+                pass  # no last stable offset, no aborted transactions before v4
+            elif aborted is None:
                 out += _length(0, flexible, nullable_null=True)
             else:
                 out += _length(len(aborted), flexible)

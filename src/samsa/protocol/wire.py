@@ -58,6 +58,17 @@ class WireReader:
         self._position += size
         return self._data[start : self._position]
 
+    def take(self, size: int) -> bytes:
+        """The next ``size`` bytes (refused when fewer remain)."""
+        return self._take(size)
+
+    def take_null_array(self) -> bool:
+        """Consume a classic null array marker (-1) if one comes next; True when it did."""
+        if self._data[self._position : self._position + 4] == b"\xff\xff\xff\xff":
+            self._position += 4
+            return True
+        return False
+
     def read_int16(self) -> int:
         return int(_I16.unpack(self._take(2))[0])
 

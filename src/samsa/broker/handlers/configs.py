@@ -1,4 +1,4 @@
-"""DescribeConfigs (key 32, versions 1–4), AlterConfigs (key 33, versions 0–2) and
+"""DescribeConfigs (key 32, versions 0–4), AlterConfigs (key 33, versions 0–2) and
 IncrementalAlterConfigs (key 44, versions 0–1), for TOPIC and BROKER resources.
 
 A broker key is described with its effective value and its source: this
@@ -462,6 +462,6 @@ def register(registry: ApiRegistry, broker: ConfigsServices) -> None:
         results = await _alter(broker, body.resources, body.validate_only, incremental=True)
         return respond(header, {"throttle_time": 0, "responses": results})
 
-    registry.add(DESCRIBE_CONFIGS, 1, 4, describe_configs)
+    registry.add(DESCRIBE_CONFIGS, 0, 4, describe_configs)
     registry.add(ALTER_CONFIGS, 0, 2, alter_configs)
     registry.add(INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs)

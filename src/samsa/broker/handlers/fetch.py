@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 4–17: reads up to the high watermark with long polling.
+"""Fetch (key 1), versions 0–17: reads up to the high watermark with long polling.
 
 With ``isolation_level`` 1 (read_committed) reads stop at the last stable
 offset and each partition lists the aborted transactions overlapping what it
@@ -17,6 +17,15 @@ regions that the connection sends with ``os.sendfile``. Fetch sessions are
 declined (session id 0), which every client handles with full fetches.
 Versions 13+ name topics by id.
 
+Versions 0–3 (Kafka 3.9 served them; Kafka 4 does not) want message formats v0
+(Fetch 0–1) or v1 (2–3): the batches read are down-converted
+(:func:`samsa.records.legacy.down_convert`, headers dropped, control batches
+skipped), within ``partition_max_bytes`` and the response's ``max_bytes`` (v3;
+older versions have none), the first message of the response going in whatever
+its size. Reads of more than ``DOWN_CONVERT_INLINE_BYTES`` are converted on a
+worker thread. Versions 4+ are untouched: their record data still goes from
+the segment files to the socket.
+
 A fetch from a follower (a replica id ≥ 0) reads up to the log end and tells
 the leader the follower's log end (:meth:`ReplicaManager.read_for_follower`).
 Only the leader serves a partition: other brokers answer
@@ -27,6 +36,7 @@ Deviation: no fetching from followers for consumers (KIP-392).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,10 +49,42 @@ from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode, KafkaError, UnknownTopicIdError
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
+from samsa.records.legacy import down_convert
+from samsa.storage.segment import FileRegion
 from samsa.types import TopicPartition
 
 API_KEY = 1
 READ_COMMITTED = 1
+DOWN_CONVERT_FROM = 4
+"""Versions below this want message formats v0/v1."""
+DOWN_CONVERT_INLINE_BYTES = 256 * 1024
+"""Reads larger than this are down-converted off the event loop."""
+
+
+def down_convert_all(
+    topics: list[FetchTopic],
+    version: int,
+    fetch_offsets: dict[tuple[str, int], int],
+    partition_max_bytes: dict[tuple[str, int], int],
+    max_bytes: int,
+) -> None:
+    """Replace each partition's file region by its records as a v0 (Fetch 0–1) or v1
+    (Fetch 2–3) message set, within the partition's and the response's limits."""
+    magic = 0 if version < 2 else 1
+    remaining = max_bytes
+    for topic in topics:
+        for p in topic.partitions:
+            region = p.records
+            if not isinstance(region, FileRegion):
+                continue
+            key = (topic.name, p.partition_index)
+            first = remaining == max_bytes
+            converted = down_convert(
+                region.read(), magic, fetch_offsets[key],
+                max(min(partition_max_bytes[key], remaining), 0), min_one_message=first,
+            )  # fmt: skip
+            p.records = converted
+            remaining -= len(converted)
 
 
 def register(
@@ -145,7 +187,21 @@ def register(
                 break
             await replicas.wait_for_data(tps, left)
             topics, total, failed = read_all(body, names, follower)
+        if header.api_version < DOWN_CONVERT_FROM:
+            fetch_offsets: dict[tuple[str, int], int] = {}
+            partition_max_bytes: dict[tuple[str, int], int] = {}
+            for topic, name in zip(body.topics, names, strict=True):
+                for p in topic.partitions:
+                    key = (name or "", p.partition)
+                    fetch_offsets.setdefault(key, p.fetch_offset)
+                    partition_max_bytes.setdefault(key, p.partition_max_bytes)
+            args = (topics, header.api_version, fetch_offsets, partition_max_bytes,
+                    min(body.max_bytes, broker_max_bytes))  # fmt: skip
+            if total > DOWN_CONVERT_INLINE_BYTES:
+                await asyncio.to_thread(down_convert_all, *args)
+            else:
+                down_convert_all(*args)
         chunks, size = encode_fetch_response(header.api_version, header.correlation_id, topics)
         return RawResponse(chunks, size)
 
-    registry.add(API_KEY, 4, 17, handle)
+    registry.add(API_KEY, 0, 17, handle)

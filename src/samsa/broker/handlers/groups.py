@@ -10,6 +10,16 @@ a transactional id (key type 1) also answers this broker, after creating
 The coordinator checks an OffsetCommit and answers each partition's error code,
 that of the failed append too (Kafka 4's mapping, :mod:`samsa.coordinator.errors`);
 this module resolves topic ids and says which topics exist.
+
+OffsetCommit 0–1 and OffsetFetch 0 (served as versions 2 and 1,
+:mod:`samsa.protocol.legacy`): a v0 commit carries no generation or member,
+and is a generation-less ("simple consumer") commit, as a v1+ commit with
+generation -1 is: accepted while the group has no members, kept in
+``__consumer_offsets`` in Kafka's offset-commit record format, and read back
+by every OffsetFetch version. Deviation: Kafka up to 3.x kept v0 commits in
+ZooKeeper (``/consumers/<group>/offsets``), apart from the v1+ ones; samsa has
+one store for both. A v1 commit's ``commit_timestamp`` is ignored (the broker
+stamps its own time, as Kafka 2.1+ did for later versions).
 """
 
 from __future__ import annotations
@@ -317,8 +327,8 @@ def register(
     registry.add(SYNC_GROUP, 0, 5, sync_group)
     registry.add(HEARTBEAT, 0, 4, heartbeat)
     registry.add(LEAVE_GROUP, 0, 5, leave_group)
-    registry.add(OFFSET_COMMIT, 2, 10, offset_commit)
-    registry.add(OFFSET_FETCH, 1, 10, offset_fetch)
+    registry.add(OFFSET_COMMIT, 0, 10, offset_commit)
+    registry.add(OFFSET_FETCH, 0, 10, offset_fetch)
     registry.add(OFFSET_DELETE, 0, 0, offset_delete)
     registry.add(DESCRIBE_GROUPS, 0, 5, describe_groups)
     registry.add(LIST_GROUPS, 0, 5, list_groups)

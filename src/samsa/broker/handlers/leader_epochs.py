@@ -1,4 +1,4 @@
-"""OffsetForLeaderEpoch (key 23), versions 2–4: where a leader epoch ended on the leader.
+"""OffsetForLeaderEpoch (key 23), versions 0–4: where a leader epoch ended on the leader.
 
 A follower asks before it fetches (KIP-101/279: it truncates its log to the
 answer, so two replicas never hold different records at one offset); a
@@ -46,4 +46,4 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
             topics.append({"topic": topic.topic, "partitions": partitions})
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    registry.add(API_KEY, 2, 4, handle)
+    registry.add(API_KEY, 0, 4, handle)

@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), versions 1–11: earliest (-2), latest (-1), max timestamp (-3),
+"""ListOffsets (key 2), versions 0–11: earliest (-2), latest (-1), max timestamp (-3),
 earliest local (-4), and the first offset at or after a timestamp (time index).
 Tiered-storage specs (-5 latest tiered, -6 earliest pending upload) answer no
 offset (-1), as Kafka does without remote storage.
@@ -55,4 +55,4 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
             topics.append({"name": topic.name, "partitions": partitions})
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    registry.add(API_KEY, 1, 11, handle)
+    registry.add(API_KEY, 0, 11, handle)

@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35), versions 1–4: each log dir, its partitions and their sizes.
+"""DescribeLogDirs (key 35), versions 0–4: each log dir, its partitions and their sizes.
 
 Every data directory of ``log.dirs`` is described with the partitions it
 holds (all, or those the request names): the bytes of each partition's log
@@ -55,4 +55,4 @@ def register(registry: ApiRegistry, *, log_manager: LogManager) -> None:
         return respond(header, {"throttle_time": 0, "error_code": ErrorCode.NONE,
                                 "results": results})  # fmt: skip
 
-    registry.add(API_KEY, 1, 4, handle)
+    registry.add(API_KEY, 0, 4, handle)

@@ -1,9 +1,14 @@
-"""Produce (key 0): served 3–13, advertised from 0 as Kafka 4.1 does.
+"""Produce (key 0), versions 0–13 (Kafka 3.9 served 0–11).
 
-librdkafka up to 2.11 enables compression only when Produce v0 is advertised,
-so the range starts at 0; requests below v3 are refused (connection closed),
-as Kafka 4 refuses them. Each partition must carry exactly one batch
-(INVALID_RECORD otherwise). With acks=0 there is no response, and any error
+Versions 0–2 carry message sets in message formats v0/v1 (magic 0 and 1): each
+partition's set is validated (CRC-32 of every message, sizes, codec, nested
+sets; CORRUPT_MESSAGE otherwise, nothing appended) and converted to one
+RecordBatch v2 (:func:`samsa.records.legacy.message_set_to_batch`: magic 1
+keeps its timestamps, magic 0 records get the broker's time, as Kafka stamped
+them; sets over 64 KiB are converted on a worker thread) before it takes the
+path every batch takes. A v0–2 request carrying a RecordBatch v2 is appended
+as it is. v3+ must carry exactly one batch per partition (INVALID_RECORD
+otherwise). With acks=0 there is no response, and any error
 closes the connection so the client notices.
 
 Idempotent and transactional batches go through the partition's producer
@@ -39,6 +44,8 @@ from samsa.errors import (
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.records.batch import iter_batches
+from samsa.records.builder import now_ms
+from samsa.records.legacy import is_message_set, message_set_to_batch
 from samsa.storage.validator import RecordValidationError
 from samsa.types import TopicPartition
 
@@ -55,10 +62,24 @@ def _one_batch(records: Any) -> bytes:
     return bytes(records) if not isinstance(records, bytes) else records
 
 
+CONVERT_INLINE_BYTES = 64 * 1024
+"""Message sets larger than this are converted off the event loop (per-record work)."""
+
+
+async def _legacy_batch(records: Any) -> bytes:
+    """Produce v0–2: a message set as one RecordBatch v2 (a v2 batch passes through)."""
+    if not records or not is_message_set(records):
+        return _one_batch(records)
+    if len(records) > CONVERT_INLINE_BYTES:
+        return await asyncio.to_thread(message_set_to_batch, bytes(records), now_ms=now_ms())
+    return message_set_to_batch(bytes(records), now_ms=now_ms())
+
+
 def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: ReplicaManager) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         acks = body.acks
+        legacy = header.api_version < 3
         topics = []
         failed: KafkaError | None = None
         # acks=all: every partition is appended first, then all wait for their ISRs at once.
@@ -78,9 +99,10 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
                         raise InvalidRequiredAcksError(f"acks must be 0, 1 or -1, not {acks}")
                     refuse_client_change(metadata, name, "append to")
                     tp = TopicPartition(name, data.index)
-                    appended = await replicas.append(
-                        tp, bytearray(_one_batch(data.records)), required_acks=acks
+                    batch = (
+                        await _legacy_batch(data.records) if legacy else _one_batch(data.records)
                     )
+                    appended = await replicas.append(tp, bytearray(batch), required_acks=acks)
                     entry.update(
                         error_code=ErrorCode.NONE,
                         base_offset=appended.first_offset,
@@ -128,7 +150,7 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
                 entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
         return respond(header, {"responses": topics, "throttle_time": 0})
 
-    registry.add(API_KEY, 3, 13, handle, advertised_min=0)
+    registry.add(API_KEY, 0, 13, handle)
 
 
 def topic_id_of(topic: Any) -> Any:

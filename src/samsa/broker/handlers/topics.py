@@ -1,4 +1,4 @@
-"""CreateTopics (key 19, versions 2–7) and DeleteTopics (key 20, versions 1–6).
+"""CreateTopics (key 19, versions 0–7) and DeleteTopics (key 20, versions 0–6).
 
 The topic manager (:mod:`samsa.broker.topic_manager`) makes the change; this
 module translates requests and responses. Topic configs are checked against
@@ -127,5 +127,5 @@ def register(
                 results.append({"name": name, "topic_id": topic_id, **error_fields(exc)})
         return respond(header, {"throttle_time": 0, "responses": results})
 
-    registry.add(CREATE_TOPICS, 2, 7, create_topics)
-    registry.add(DELETE_TOPICS, 1, 6, delete_topics)
+    registry.add(CREATE_TOPICS, 0, 7, create_topics)
+    registry.add(DELETE_TOPICS, 0, 6, delete_topics)

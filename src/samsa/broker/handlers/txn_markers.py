@@ -1,8 +1,8 @@
-"""WriteTxnMarkers (key 27), versions 1–2: the transaction coordinator's markers.
+"""WriteTxnMarkers (key 27), versions 0–2: the transaction coordinator's markers.
 
 Each marker is written to each partition it names (an acks=all append from the
 coordinator, see :meth:`ReplicaManager.write_txn_marker`); every partition
-gets its own error code. Version 0 was removed in Kafka 4 and is not served.
+gets its own error code. Version 0 (removed in Kafka 4) is served as version 1.
 Version 2 carries the transaction version: with 2 (KIP-890) a marker must
 come with an epoch above the producer's, which the coordinator bumped.
 """
@@ -43,4 +43,4 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
             markers.append({"producer_id": marker.producer_id, "topics": topics})
         return respond(header, {"markers": markers})
 
-    registry.add(API_KEY, 1, 2, handle)
+    registry.add(API_KEY, 0, 2, handle)
