@@ -23,6 +23,7 @@ from collections import deque
 from typing import Any, Protocol, cast
 
 from samsa.broker.api import CloseConnectionRequest, Deferred, RawResponse, client_host
+from samsa.broker.authorizer import Authorizer, current_authorizer
 from samsa.broker.config import BrokerConfig
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.memory_pool import RequestMemoryPool, release_freed_memory
@@ -57,6 +58,7 @@ class ConnectionHost(Protocol):
     handler_traceback_log: RateLimitedLog
     connection_log: RateLimitedLog
     connections_max_idle_s: float | None
+    authorizer: Authorizer | None
 
     def connection_opened(self, connection: Connection) -> None: ...
 
@@ -243,6 +245,7 @@ class Connection(asyncio.Protocol):
 
     async def _serve(self) -> None:
         client_host.set("/" + self.peer.rpartition(":")[0])
+        current_authorizer.set(self.broker.authorizer)
         try:
             while True:
                 await self._writable.wait()

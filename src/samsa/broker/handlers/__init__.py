@@ -10,6 +10,7 @@ from collections.abc import Callable
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.dynamic_config import DynamicBrokerConfig
 from samsa.broker.handlers import (
+    acls,
     api_versions,
     cluster,
     configs,
@@ -127,3 +128,4 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
         registry, metadata=s.metadata, reassign=s.reassign, moves=s.list_reassignments
     )
     producers.register(registry, replicas=s.replica_manager)
+    acls.register(registry)
