@@ -106,9 +106,9 @@ def register(registry: ApiRegistry) -> None:
             check_filter(acl_filter)
         except KafkaError as exc:
             return respond(header, {"throttle_time": 0, "resources": [], **error_fields(exc)})
+        resources = _described(authorizer.bindings(acl_filter))
         return respond(header, {"throttle_time": 0, "error_code": ErrorCode.NONE,
-                                "error_message": None,
-                                "resources": _described(authorizer.bindings(acl_filter))})  # fmt: skip
+                                "error_message": None, "resources": resources})  # fmt: skip
 
     async def create_acls(header: RequestHeader, body: Any) -> Any:
         authorizer = current_authorizer.get()

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from samsa.broker.api import respond
 from samsa.acl import AclOperation, ResourceType
+from samsa.broker.api import respond
 from samsa.broker.authorized_operations import cluster_operations, topic_operations
 from samsa.broker.authorizer import authorize, authorize_cluster, authorized_names
 from samsa.broker.config import BrokerConfig
@@ -235,8 +235,8 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                 entry["last_known_elr"] = []
             topics.append({"error_code": ErrorCode.NONE, "name": name,
                            "topic_id": info.topic_id, "is_internal": info.is_internal,
-                           "partitions": entries,
-                           "topic_authorized_operations": topic_operations(True, name)})  # fmt: skip
+                           "partitions": entries, "topic_authorized_operations":
+                           topic_operations(True, name)})  # fmt: skip
             if next_cursor is not None or budget <= 0:
                 following = names[names.index(name) + 1 :]
                 if next_cursor is None and following:
