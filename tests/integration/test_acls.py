@@ -333,6 +333,10 @@ CASES = [
 ]  # fmt: skip
 
 
+CLIENT_TOPICS = ["acl-confluent", "acl-samsa-admin", "acl-cli-orders"]
+"""Topics of the client tests (created with the table's)."""
+
+
 def _names(case: Case) -> Names:
     return Names(f"acl-{case.id}", f"acl-group-{case.id}", f"acl-txn-{case.id}")
 
@@ -345,9 +349,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
                                  "group.initial.rebalance.delay.ms=0"])  # fmt: skip
     try:
         assert create_acl(broker.bootstrap, CLUSTER, "", Op.ALTER) == ErrorCode.NONE
-        for case in CASES:
+        for topic in [_names(case).topic for case in CASES] + CLIENT_TOPICS:
             response = exchange(broker.bootstrap, 19, 7, {"topics": [{
-                "name": _names(case).topic, "num_partitions": 1, "replication_factor": 1,
+                "name": topic, "num_partitions": 1, "replication_factor": 1,
                 "assignments": [], "configs": []}], "timeout": 5000})  # fmt: skip
             assert response.topics[0].error_code == ErrorCode.NONE
         broker.stop()
@@ -547,3 +551,120 @@ def test_an_unknown_authorizer_class_stops_start_up(tmp_path: Path) -> None:
     assert broker.process is not None
     assert broker.process.wait(timeout=30) != 0
     assert "is not an authorizer samsa provides" in broker.log_path.read_text()
+
+
+def _confluent_admin(broker: BrokerProcess) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+
+
+def test_confluent_kafka_creates_an_acl_the_broker_enforces(broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AclBinding as Binding
+    from confluent_kafka.admin import AclOperation as Operation
+    from confluent_kafka.admin import AclPermissionType as Permission
+    from confluent_kafka.admin import ResourcePatternType
+    from confluent_kafka.admin import ResourceType as Kind
+
+    admin = _confluent_admin(broker)
+    binding = Binding(Kind.TOPIC, "acl-confluent", ResourcePatternType.LITERAL, ANONYMOUS, "*",
+                      Operation.DESCRIBE, Permission.ALLOW)  # fmt: skip
+    admin.create_acls([binding])[binding].result(10)
+    try:
+        assert _list_offsets(broker.bootstrap, Names("acl-confluent", "", "")) == ErrorCode.NONE
+    finally:
+        delete_acl(broker.bootstrap, TOPIC, "acl-confluent", Op.DESCRIBE)
+
+
+def test_confluent_kafka_describes_the_acls_a_filter_selects(broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AclBindingFilter as Filter
+    from confluent_kafka.admin import AclOperation as Operation
+    from confluent_kafka.admin import AclPermissionType as Permission
+    from confluent_kafka.admin import ResourcePatternType
+    from confluent_kafka.admin import ResourceType as Kind
+
+    create_acl(broker.bootstrap, TOPIC, "acl-confluent-", Op.WRITE, principal="User:alice",
+               pattern_type=PatternType.PREFIXED)  # fmt: skip
+    try:
+        admin = _confluent_admin(broker)  # alive until the result is in
+        selected = admin.describe_acls(Filter(
+            Kind.TOPIC, "acl-confluent-eu", ResourcePatternType.MATCH, None, None,
+            Operation.ANY, Permission.ANY)).result(10)  # fmt: skip
+        assert [(b.name, b.resource_pattern_type, b.principal, b.operation) for b in selected] == [
+            ("acl-confluent-", ResourcePatternType.PREFIXED, "User:alice", Operation.WRITE)
+        ]
+    finally:
+        delete_acl(broker.bootstrap, TOPIC, "acl-confluent-", Op.WRITE, principal="User:alice",
+                   pattern_type=PatternType.PREFIXED)  # fmt: skip
+
+
+def test_confluent_kafka_deletes_the_acls_a_filter_selects(broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AclBindingFilter as Filter
+    from confluent_kafka.admin import AclOperation as Operation
+    from confluent_kafka.admin import AclPermissionType as Permission
+    from confluent_kafka.admin import ResourcePatternType
+    from confluent_kafka.admin import ResourceType as Kind
+
+    for op in (Op.READ, Op.WRITE):
+        create_acl(broker.bootstrap, GROUP, "acl-confluent-group", op, principal="User:alice")
+    acl_filter = Filter(Kind.GROUP, "acl-confluent-group", ResourcePatternType.LITERAL,
+                        "User:alice", None, Operation.ANY, Permission.ANY)  # fmt: skip
+    admin = _confluent_admin(broker)  # alive until the result is in
+    (future,) = admin.delete_acls([acl_filter]).values()
+    assert sorted(b.operation.name for b in future.result(10)) == ["READ", "WRITE"]
+    assert describe_acls(broker.bootstrap, "User:alice").resources == ()
+
+
+def test_samsa_admin_lists_the_acls_it_created(broker: BrokerProcess) -> None:
+    from samsa.acl import AccessControlEntry, AclBinding, AclBindingFilter, ResourcePattern
+    from samsa.client.admin import Admin
+
+    binding = AclBinding(
+        ResourcePattern(TOPIC, "acl-samsa-admin"),
+        AccessControlEntry("User:alice", "*", Op.READ, AclPermissionType.DENY),
+    )
+    with Admin({"bootstrap.servers": broker.bootstrap}) as admin:
+        admin.create_acls([binding])
+        try:
+            assert admin.describe_acls(AclBindingFilter(principal="User:alice")) == [binding]
+        finally:
+            admin.delete_acls([AclBindingFilter(principal="User:alice")])
+
+
+def _samsa_acls(broker: BrokerProcess, *args: str) -> int:
+    from samsa.cli.main import main
+
+    return main(["acls", "--bootstrap-server", broker.bootstrap, *args])
+
+
+def test_samsa_acls_add_grants_what_it_names(broker: BrokerProcess) -> None:
+    added = _samsa_acls(broker, "--add", "--allow-principal", ANONYMOUS, "--operation", "Read",
+                        "--topic", "acl-cli-", "--resource-pattern-type", "prefixed")  # fmt: skip
+    assert added == 0
+    try:
+        assert _fetch(-1)(broker.bootstrap, Names("acl-cli-orders", "", "")) == ErrorCode.NONE
+    finally:
+        delete_acl(broker.bootstrap, TOPIC, "acl-cli-", Op.READ, pattern_type=PatternType.PREFIXED)
+
+
+def test_samsa_acls_list_prints_each_resources_acls(
+    broker: BrokerProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    create_acl(broker.bootstrap, TOPIC, "acl-cli-orders", Op.WRITE, principal="User:alice")
+    try:
+        assert _samsa_acls(broker, "--list", "--topic", "acl-cli-orders") == 0
+    finally:
+        delete_acl(broker.bootstrap, TOPIC, "acl-cli-orders", Op.WRITE, principal="User:alice")
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=acl-cli-orders, "
+        "patternType=LITERAL)`: ",
+        "\t(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW)",
+    ]
+
+
+def test_samsa_acls_remove_with_force_deletes_the_principals_acls(broker: BrokerProcess) -> None:
+    assert _samsa_acls(broker, "--add", "--allow-principal", "User:carol", "--consumer",
+                       "--topic", "acl-cli-orders", "--group", "acl-cli-group") == 0  # fmt: skip
+    assert _samsa_acls(broker, "--remove", "--force", "--allow-principal", "User:carol",
+                       "--topic", "acl-cli-orders", "--group", "acl-cli-group") == 0  # fmt: skip
+    assert describe_acls(broker.bootstrap, "User:carol").resources == ()

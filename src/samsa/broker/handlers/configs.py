@@ -273,12 +273,13 @@ def _describe_broker(
 
 def _check_authorized(operation: AclOperation, resource_type: int, name: str) -> None:
     """Raise the authorization error of the resource unless the request may do ``operation``."""
-    if resource_type == ResourceType.TOPIC:
-        if not authorize(operation, AclResourceType.TOPIC, name):
-            raise TopicAuthorizationFailedError(f"not authorized to {operation.name} topic {name}")
-    elif resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER):
-        if not authorize_cluster(operation):
-            raise ClusterAuthorizationFailedError(f"not authorized to {operation.name} the cluster")
+    if resource_type == ResourceType.TOPIC and not authorize(
+        operation, AclResourceType.TOPIC, name
+    ):
+        raise TopicAuthorizationFailedError(f"not authorized to {operation.name} topic {name}")
+    cluster_wide = resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER)
+    if cluster_wide and not authorize_cluster(operation):
+        raise ClusterAuthorizationFailedError(f"not authorized to {operation.name} the cluster")
 
 
 def _unsupported_type(resource_type: int) -> KafkaError:
