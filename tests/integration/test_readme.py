@@ -61,6 +61,8 @@ NOT_WALKED = {
         "needs a Spark session (tests/spark runs the source and the sink); the pipeline "
         "and its consumer run for minutes",
     "Layout": "file trees",
+    "ACLs": "needs a broker started with an authorizer; tests/integration/test_acls.py runs "
+        "samsa acls and admin clients against one",
     "A replicated cluster": "ZooKeeper and three brokers on ports of their own; tests/cluster "
         "runs clusters, and samsa.testing.run_cluster is what make cluster starts",
 }  # fmt: skip
