@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
-from typing import Protocol
+from typing import Any, Protocol
 
 from samsa.acl import (
     CLUSTER_NAME,
@@ -67,6 +67,11 @@ _IMPLIED_BY: Mapping[AclOperation, frozenset[AclOperation]] = {
                                               AclOperation.ALTER_CONFIGS}),
 }  # fmt: skip
 """The ALLOW operations that grant an operation besides itself and ALL (Kafka's rule)."""
+
+_GRANTING: Mapping[AclOperation, frozenset[AclOperation]] = {
+    op: _IMPLIED_BY.get(op, frozenset({op})) | {AclOperation.ALL} for op in AclOperation
+}
+"""The ALLOW operations that grant each operation."""
 
 
 def parse_super_users(text: str) -> frozenset[str]:
@@ -140,6 +145,8 @@ class Authorizer:
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self.store = store
         self._acls: dict[ResourcePattern, Entries] = {}
+        # Indexes for decisions: LITERAL entries by (type, name), PREFIXED by type and prefix.
+        self._literal: dict[tuple[ResourceType, str], Entries] = {}
         self._prefixed: dict[ResourceType, dict[str, Entries]] = {}
         self._lock = asyncio.Lock()
 
@@ -151,15 +158,19 @@ class Authorizer:
         else:
             self._acls.pop(pattern, None)
         if pattern.pattern_type == PatternType.PREFIXED:
-            by_prefix = self._prefixed.setdefault(pattern.resource_type, {})
-            if entries:
-                by_prefix[pattern.name] = entries
-            else:
-                by_prefix.pop(pattern.name, None)
+            index: dict[Any, Entries] = self._prefixed.setdefault(pattern.resource_type, {})
+            key: Any = pattern.name
+        else:
+            index, key = self._literal, (pattern.resource_type, pattern.name)
+        if entries:
+            index[key] = entries
+        else:
+            index.pop(key, None)
 
     def replace_all(self, acls: Mapping[ResourcePattern, Entries]) -> None:
         """Take every ACL afresh (at start, or after a ZooKeeper session was lost)."""
         self._acls.clear()
+        self._literal.clear()
         self._prefixed.clear()
         for pattern, entries in acls.items():
             self.set_acls(pattern, entries)
@@ -177,12 +188,18 @@ class Authorizer:
     # -- decisions ----------------------------------------------------------------------
     def _applying(self, resource_type: ResourceType, name: str) -> list[AccessControlEntry]:
         entries: list[AccessControlEntry] = []
-        entries += self._acls.get(ResourcePattern(resource_type, name), ())
+        entries += self._literal.get((resource_type, name), ())
         if name != WILDCARD_RESOURCE:
-            entries += self._acls.get(ResourcePattern(resource_type, WILDCARD_RESOURCE), ())
-        for prefix, prefixed in self._prefixed.get(resource_type, {}).items():
-            if name.startswith(prefix):
-                entries += prefixed
+            entries += self._literal.get((resource_type, WILDCARD_RESOURCE), ())
+        by_prefix = self._prefixed.get(resource_type)
+        if by_prefix:
+            if len(by_prefix) > len(name):  # fewer lookups: each prefix of the name
+                for end in range(1, len(name) + 1):
+                    entries += by_prefix.get(name[:end], ())
+            else:
+                for prefix, prefixed in by_prefix.items():
+                    if name.startswith(prefix):
+                        entries += prefixed
         return entries
 
     def authorize(
@@ -199,21 +216,20 @@ class Authorizer:
         applying = self._applying(resource_type, name)
         if not applying:
             return self.allow_everyone_if_no_acl_found
-        mine = [
-            e
-            for e in applying
-            if e.principal in (principal, WILDCARD_PRINCIPAL) and e.host in (host, WILDCARD_HOST)
-        ]
-        if any(
-            e.permission_type == AclPermissionType.DENY
-            and e.operation in (operation, AclOperation.ALL)
-            for e in mine
-        ):
-            return False
-        granting = _IMPLIED_BY.get(operation, frozenset({operation})) | {AclOperation.ALL}
-        return any(
-            e.permission_type == AclPermissionType.ALLOW and e.operation in granting for e in mine
-        )
+        denying = (operation, AclOperation.ALL)
+        granting = _GRANTING[operation]
+        allowed = False
+        for e in applying:
+            if e.principal != principal and e.principal != WILDCARD_PRINCIPAL:
+                continue
+            if e.host != host and e.host != WILDCARD_HOST:
+                continue
+            if e.permission_type == AclPermissionType.DENY:
+                if e.operation in denying:
+                    return False  # a deny wins, whatever allows it
+            elif e.operation in granting:
+                allowed = True
+        return allowed
 
     def authorize_any(
         self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType
