@@ -220,9 +220,9 @@ class Authorizer:
         granting = _GRANTING[operation]
         allowed = False
         for e in applying:
-            if e.principal != principal and e.principal != WILDCARD_PRINCIPAL:
+            if e.principal not in (principal, WILDCARD_PRINCIPAL):
                 continue
-            if e.host != host and e.host != WILDCARD_HOST:
+            if e.host not in (host, WILDCARD_HOST):
                 continue
             if e.permission_type == AclPermissionType.DENY:
                 if e.operation in denying:

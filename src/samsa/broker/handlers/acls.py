@@ -29,7 +29,12 @@ from samsa.acl import (
     ResourceType,
 )
 from samsa.broker.api import error_fields, respond
-from samsa.broker.authorizer import authorize_cluster, check_filter, current_authorizer
+from samsa.broker.authorizer import (
+    Authorizer,
+    authorize_cluster,
+    check_filter,
+    current_authorizer,
+)
 from samsa.broker.registry import ApiRegistry
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import RequestHeader
@@ -91,6 +96,18 @@ def _described(bindings: list[AclBinding]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+def _changer() -> tuple[Authorizer | None, dict[str, Any]]:
+    """The authorizer, if there is one and the request may ALTER the cluster (what
+    changing ACLs needs); otherwise None and the error every item answers."""
+    authorizer = current_authorizer.get()
+    if authorizer is None:
+        return None, {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _DISABLED}
+    if not authorize_cluster(AclOperation.ALTER):
+        return None, {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                      "error_message": _CLUSTER_DENIED}  # fmt: skip
+    return authorizer, {}
+
+
 def register(registry: ApiRegistry) -> None:
     async def describe_acls(header: RequestHeader, body: Any) -> Any:
         authorizer = current_authorizer.get()
@@ -111,14 +128,8 @@ def register(registry: ApiRegistry) -> None:
                                 "error_message": None, "resources": resources})  # fmt: skip
 
     async def create_acls(header: RequestHeader, body: Any) -> Any:
-        authorizer = current_authorizer.get()
-        error: dict[str, Any] | None = None
+        authorizer, error = _changer()
         if authorizer is None:
-            error = {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _DISABLED}
-        elif not authorize_cluster(AclOperation.ALTER):
-            error = {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                     "error_message": _CLUSTER_DENIED}  # fmt: skip
-        if authorizer is None or error is not None:
             return respond(header, {"throttle_time": 0, "results": [error] * len(body.creations)})
         outcomes = await authorizer.create_acls([_binding(c) for c in body.creations])
         results = [
@@ -129,15 +140,9 @@ def register(registry: ApiRegistry) -> None:
         return respond(header, {"throttle_time": 0, "results": results})
 
     async def delete_acls(header: RequestHeader, body: Any) -> Any:
-        authorizer = current_authorizer.get()
-        error: dict[str, Any] | None = None
+        authorizer, error = _changer()
         if authorizer is None:
-            error = {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": _DISABLED}
-        elif not authorize_cluster(AclOperation.ALTER):
-            error = {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                     "error_message": _CLUSTER_DENIED}  # fmt: skip
-        if authorizer is None or error is not None:
-            refused = {**(error or {}), "matching_acls": []}
+            refused = {**error, "matching_acls": []}
             return respond(header, {"throttle_time": 0,
                                     "filter_results": [refused] * len(body.filters)})  # fmt: skip
         outcomes = await authorizer.delete_acls([_filter(f) for f in body.filters])
