@@ -8,11 +8,13 @@ must be applied by the others from ZooKeeper's change notifications.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 from tests.acls import ANONYMOUS, AUTHORIZER, create_acl, delete_acl
 from tests.rawclient import exchange
 
@@ -90,32 +92,50 @@ def test_an_acl_deleted_through_one_broker_stops_applying_on_another(
     _wait_for_error(acl_cluster, 3, "ledger", ErrorCode.NONE)
 
 
-def test_acls_are_kept_in_kafkas_znodes(acl_cluster: LocalCluster) -> None:
+@pytest.fixture(scope="module")
+def zk(acl_cluster: LocalCluster) -> Iterator[KazooClient]:
+    """A ZooKeeper client in the cluster's chroot, to read what the brokers wrote."""
+    client = KazooClient(hosts=acl_cluster.zookeeper_connect, timeout=10.0)
+    client.start(timeout=10.0)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def _json(zk: KazooClient, path: str) -> object:
+    return json.loads(zk.get(path)[0])
+
+
+def test_acls_are_kept_in_kafkas_znodes(acl_cluster: LocalCluster, zk: KazooClient) -> None:
     bootstrap = _address(acl_cluster, 2)
     create_acl(bootstrap, ResourceType.GROUP, "billing", AclOperation.READ)
     create_acl(bootstrap, ResourceType.TRANSACTIONAL_ID, "tx-", AclOperation.WRITE,
                pattern_type=PatternType.PREFIXED)  # fmt: skip
     try:
-        assert acl_cluster._read_json("/kafka-acl/Group/billing") == {"version": 1, "acls": [
+        assert _json(zk, "/kafka-acl/Group/billing") == {"version": 1, "acls": [
             {"principal": ANONYMOUS, "permissionType": "Allow", "operation": "Read",
              "host": "*"}]}  # fmt: skip
-        prefixed = acl_cluster._read_json("/kafka-acl-extended/prefixed/TransactionalId/tx-")
-        assert prefixed is not None and prefixed["acls"] == [
-            {"principal": ANONYMOUS, "permissionType": "Allow", "operation": "Write", "host": "*"}
-        ]
+        assert _json(zk, "/kafka-acl-extended/prefixed/TransactionalId/tx-") == {
+            "version": 1,
+            "acls": [{"principal": ANONYMOUS, "permissionType": "Allow", "operation": "Write",
+                      "host": "*"}],
+        }  # fmt: skip
     finally:
         delete_acl(bootstrap, ResourceType.GROUP, "billing", AclOperation.READ)
         delete_acl(bootstrap, ResourceType.TRANSACTIONAL_ID, "tx-", AclOperation.WRITE,
                    pattern_type=PatternType.PREFIXED)  # fmt: skip
 
 
-def test_a_change_is_announced_under_kafkas_change_paths(acl_cluster: LocalCluster) -> None:
+def test_a_change_is_announced_under_kafkas_change_paths(
+    acl_cluster: LocalCluster, zk: KazooClient
+) -> None:
     bootstrap = _address(acl_cluster, 3)
     create_acl(bootstrap, ResourceType.TOPIC, "announced", AclOperation.READ)
     try:
-        zk = acl_cluster._zk()
-        children = zk.get_children("/kafka-acl-changes")  # type: ignore[attr-defined]
-        notes = {zk.get(f"/kafka-acl-changes/{c}")[0] for c in children}  # type: ignore[attr-defined]
+        children = zk.get_children("/kafka-acl-changes")
+        notes = {zk.get(f"/kafka-acl-changes/{c}")[0] for c in children}
         assert b"TOPIC:announced" in notes
         assert all(c.startswith("acl_changes_") for c in children)
     finally:
