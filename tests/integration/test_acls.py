@@ -11,6 +11,7 @@ API, Kafka's operation on one resource and the error Kafka answers without it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -668,3 +669,33 @@ def test_samsa_acls_remove_with_force_deletes_the_principals_acls(broker: Broker
     assert _samsa_acls(broker, "--remove", "--force", "--allow-principal", "User:carol",
                        "--topic", "acl-cli-orders", "--group", "acl-cli-group") == 0  # fmt: skip
     assert describe_acls(broker.bootstrap, "User:carol").resources == ()
+
+
+def test_the_producer_and_consumer_acls_are_all_that_clients_need(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    topic, group = "acl-clients-e2e", "acl-clients-e2e-group"
+    assert _samsa_acls(broker, "--add", "--allow-principal", ANONYMOUS, "--producer",
+                       "--topic", topic) == 0  # fmt: skip
+    assert _samsa_acls(broker, "--add", "--allow-principal", ANONYMOUS, "--consumer",
+                       "--topic", topic, "--group", group) == 0  # fmt: skip
+    try:
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True,
+                             "allow.auto.create.topics": True, **QUIET})  # fmt: skip
+        producer.produce(topic, b"granted")
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group,
+                             "auto.offset.reset": "earliest", **QUIET})  # fmt: skip
+        consumer.subscribe([topic])
+        try:
+            message = None
+            deadline = time.monotonic() + 30
+            while message is None and time.monotonic() < deadline:
+                message = consumer.poll(0.5)
+            assert message is not None and message.error() is None
+            assert message.value() == b"granted"
+        finally:
+            consumer.close()
+    finally:
+        _samsa_acls(broker, "--remove", "--force", "--allow-principal", ANONYMOUS,
+                    "--topic", topic, "--group", group)  # fmt: skip
