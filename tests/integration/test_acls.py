@@ -296,6 +296,41 @@ def _describe_transactions(bootstrap: str, n: Names) -> int:
     return int(response.transaction_states[0].error_code)
 
 
+def _sync_group(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 14, 3, {"group_id": n.group, "generation_id": 1,
+                                           "member_id": "m", "group_instance_id": None,
+                                           "assignments": []})  # fmt: skip
+    return int(response.error_code)
+
+
+def _leave_group(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 13, 4, {"group_id": n.group, "members": [
+        {"member_id": "m", "group_instance_id": None}]})  # fmt: skip
+    return int(response.error_code)
+
+
+def _offset_delete(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 47, 0, {"group_id": n.group, "topics": [
+        {"name": n.topic, "partitions": [{"partition_index": 0}]}]})  # fmt: skip
+    return int(response.error_code)
+
+
+def _txn_offset_commit(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 28, 3, {
+        "transactional_id": n.txn, "group_id": n.group, "producer_id": 1, "producer_epoch": 0,
+        "generation_id": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": n.topic, "partitions": [{
+            "partition_index": 0, "committed_offset": 0, "committed_leader_epoch": -1,
+            "committed_metadata": ""}]}]})  # fmt: skip
+    return int(response.topics[0].partitions[0].error_code)
+
+
+def _describe_topic_partitions(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 75, 0, {"topics": [{"name": n.topic}],
+                                           "response_partition_limit": 100})  # fmt: skip
+    return int(response.topics[0].error_code)
+
+
 CASES = [
     Case("produce", TOPIC, Op.WRITE, TOPIC_DENIED, _produce(False)),
     Case("transactional-produce", TXN, Op.WRITE, TXN_DENIED, _produce(True), ((TOPIC, Op.WRITE),)),
@@ -316,6 +351,17 @@ CASES = [
     Case("find-group-coordinator", GROUP, Op.DESCRIBE, GROUP_DENIED, _find_coordinator(0)),
     Case("join-group", GROUP, Op.READ, GROUP_DENIED, _join_group),
     Case("heartbeat", GROUP, Op.READ, GROUP_DENIED, _heartbeat),
+    Case("sync-group", GROUP, Op.READ, GROUP_DENIED, _sync_group),
+    Case("leave-group", GROUP, Op.READ, GROUP_DENIED, _leave_group),
+    Case("offset-delete", GROUP, Op.DELETE, GROUP_DENIED, _offset_delete),
+    Case("describe-topic-partitions", TOPIC, Op.DESCRIBE, TOPIC_DENIED,
+         _describe_topic_partitions),
+    Case("txn-offset-commit-txn", TXN, Op.WRITE, TXN_DENIED, _txn_offset_commit,
+         ((GROUP, Op.READ), (TOPIC, Op.READ))),
+    Case("txn-offset-commit-group", GROUP, Op.READ, GROUP_DENIED, _txn_offset_commit,
+         ((TXN, Op.WRITE), (TOPIC, Op.READ))),
+    Case("txn-offset-commit-topic", TOPIC, Op.READ, TOPIC_DENIED, _txn_offset_commit,
+         ((TXN, Op.WRITE), (GROUP, Op.READ))),
     Case("offset-commit-group", GROUP, Op.READ, GROUP_DENIED, _offset_commit, ((TOPIC, Op.READ),)),
     Case("offset-commit-topic", TOPIC, Op.READ, TOPIC_DENIED, _offset_commit, ((GROUP, Op.READ),)),
     Case("offset-fetch", GROUP, Op.DESCRIBE, GROUP_DENIED, _offset_fetch),

@@ -227,7 +227,7 @@ def register(
                 found = metadata_store.by_id(topic.topic_id)
                 name = found.name if found is not None else None
             partitions = []
-            refused = not group_allowed or not authorize(READ, TOPIC, name or "")
+            refused = not group_allowed or (name is not None and not authorize(READ, TOPIC, name))
             for p in topic.partitions:
                 if refused:
                     code = (
@@ -310,7 +310,7 @@ def register(
         top, codes = await coordinator.delete_offsets(
             body.group_id, [tp for tp in wanted if tp not in refused]
         )
-        codes.update(dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+        codes = {**codes, **dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
         topics: dict[str, list[dict[str, Any]]] = {}
         if top == ErrorCode.NONE:
             for tp in wanted:

@@ -254,15 +254,17 @@ def register(
             for p in topic.partitions
             if authorize(READ, TOPIC, topic.name)
         ]
-        codes = await groups.commit_transactional_offsets(
-            member,
-            body.producer_id,
-            body.producer_epoch,
-            requested,
-            producer_error=producer_error(header, body),
-            metadata_max_bytes=metadata_max_bytes,
-            before_write=topic_manager.ensure_offsets_topic,
-        )
+        codes = []
+        if requested:  # not when every topic was refused
+            codes = await groups.commit_transactional_offsets(
+                member,
+                body.producer_id,
+                body.producer_epoch,
+                requested,
+                producer_error=producer_error(header, body),
+                metadata_max_bytes=metadata_max_bytes,
+                before_write=topic_manager.ensure_offsets_topic,
+            )
         by_partition = {
             TopicPartition(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
             for t in body.topics
