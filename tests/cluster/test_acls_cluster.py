@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -140,3 +141,25 @@ def test_a_change_is_announced_under_kafkas_change_paths(
         assert all(c.startswith("acl_changes_") for c in children)
     finally:
         delete_acl(bootstrap, ResourceType.TOPIC, "announced", AclOperation.READ)
+
+
+def test_acls_added_to_one_resource_through_two_brokers_at_once_are_all_kept(
+    acl_cluster: LocalCluster, zk: KazooClient
+) -> None:
+    principals = [f"User:writer-{i}" for i in range(6)]
+
+    def add(i: int) -> int:
+        broker_id = 1 + i % 2
+        return create_acl(_address(acl_cluster, broker_id), ResourceType.TOPIC, "contended",
+                          AclOperation.WRITE, principal=principals[i])  # fmt: skip
+
+    with ThreadPoolExecutor(len(principals)) as pool:
+        assert list(pool.map(add, range(len(principals)))) == [ErrorCode.NONE] * len(principals)
+    try:
+        stored = _json(zk, "/kafka-acl/Topic/contended")
+        assert isinstance(stored, dict)
+        assert sorted(a["principal"] for a in stored["acls"]) == sorted(principals)
+    finally:
+        for principal in principals:
+            delete_acl(_address(acl_cluster, 3), ResourceType.TOPIC, "contended",
+                       AclOperation.WRITE, principal=principal)  # fmt: skip

@@ -745,3 +745,26 @@ def test_the_producer_and_consumer_acls_are_all_that_clients_need(broker: Broker
     finally:
         _samsa_acls(broker, "--remove", "--force", "--allow-principal", ANONYMOUS,
                     "--topic", topic, "--group", group)  # fmt: skip
+
+
+def test_metadata_answers_the_operations_the_acls_allow_on_a_topic(broker: BrokerProcess) -> None:
+    names = Names("acl-metadata", "", "")
+    _grant(broker.bootstrap, names, [(TOPIC, Op.READ)], ANONYMOUS)
+    try:
+        response = exchange(broker.bootstrap, 3, 10, {
+            "topics": [{"name": names.topic, "topic_id": None}],
+            "allow_auto_topic_creation": False, "include_topic_authorized_operations": True,
+            "include_cluster_authorized_operations": False,
+        })  # fmt: skip
+        assert response.topics[0].topic_authorized_operations == (1 << Op.READ) | (1 << Op.DESCRIBE)
+    finally:
+        _revoke(broker.bootstrap, names, [(TOPIC, Op.READ)], ANONYMOUS)
+
+
+def test_samsa_acls_add_without_a_principal_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from samsa.cli.main import main
+
+    assert main(["acls", "--bootstrap-server", "127.0.0.1:1", "--add", "--topic", "t"]) == 2
+    assert "--add needs --allow-principal or --deny-principal" in capsys.readouterr().err
