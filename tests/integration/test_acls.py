@@ -61,6 +61,8 @@ class Case:
     call: Call
     given: tuple[tuple[ResourceType, AclOperation], ...] = field(default=())
     """ACLs the request needs besides the one tested (granted for both halves)."""
+    topic_exists: bool = True
+    """Whether the fixture creates the case's topic first."""
 
 
 def _batch() -> bytes:
@@ -115,6 +117,12 @@ def _metadata(bootstrap: str, n: Names) -> int:
             "include_topic_authorized_operations": False,
         },
     )
+    return int(response.topics[0].error_code)
+
+
+def _metadata_auto_create(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 3, 12, {"topics": [{"name": n.topic, "topic_id": None}],
+                                           "allow_auto_topic_creation": True})  # fmt: skip
     return int(response.topics[0].error_code)
 
 
@@ -338,6 +346,8 @@ CASES = [
     Case("follower-fetch", CLUSTER, Op.CLUSTER_ACTION, TOPIC_DENIED, _fetch(1)),
     Case("list-offsets", TOPIC, Op.DESCRIBE, TOPIC_DENIED, _list_offsets),
     Case("metadata", TOPIC, Op.DESCRIBE, TOPIC_DENIED, _metadata),
+    Case("metadata-auto-create", TOPIC, Op.CREATE, TOPIC_DENIED, _metadata_auto_create,
+         ((TOPIC, Op.DESCRIBE),), topic_exists=False),
     Case("offset-for-leader-epoch", TOPIC, Op.DESCRIBE, TOPIC_DENIED, _leader_epoch),
     Case("create-topics", TOPIC, Op.CREATE, TOPIC_DENIED, _create_topic),
     Case("delete-topics", TOPIC, Op.DELETE, TOPIC_DENIED, _delete_topic),
@@ -396,7 +406,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
                                  "group.initial.rebalance.delay.ms=0"])  # fmt: skip
     try:
         assert create_acl(broker.bootstrap, CLUSTER, "", Op.ALTER) == ErrorCode.NONE
-        for topic in [_names(case).topic for case in CASES] + CLIENT_TOPICS:
+        for topic in [_names(c).topic for c in CASES if c.topic_exists] + CLIENT_TOPICS:
             response = exchange(broker.bootstrap, 19, 7, {"topics": [{
                 "name": topic, "num_partitions": 1, "replication_factor": 1,
                 "assignments": [], "configs": []}], "timeout": 5000})  # fmt: skip
