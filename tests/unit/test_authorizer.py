@@ -21,7 +21,7 @@ from samsa.acl import (
 from samsa.broker.authorizer import Authorizer
 from samsa.cluster import zk_data
 from samsa.cluster.acl_store import ACLS_FILE, LocalAclStore
-from samsa.errors import InvalidRequestError
+from samsa.errors import InvalidRequestError, KafkaStorageError
 
 ALICE, BOB = "User:alice", "User:bob"
 HOST = "127.0.0.1"
@@ -248,3 +248,14 @@ def test_an_acl_change_notification_names_the_resource(pattern_type: PatternType
     pattern = ResourcePattern(GROUP, "app", pattern_type)
     encoded = zk_data.encode_acl_change(pattern)
     assert zk_data.decode_acl_change(encoded, literal=pattern_type == LITERAL) == pattern
+
+
+def test_an_acl_that_cannot_be_stored_is_refused_and_not_applied(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    authorizer = authorizer_with(data_dir)
+    data_dir.rmdir()
+    data_dir.write_text("a file where the data dir was")  # every write there fails
+    (result,) = asyncio.run(authorizer.create_acls([acl("orders")]))
+    assert isinstance(result, KafkaStorageError)
+    assert authorizer.bindings() == []

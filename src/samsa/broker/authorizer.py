@@ -33,6 +33,7 @@ sets, so a check is one line at the place Kafka checks.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -53,7 +54,9 @@ from samsa.acl import (
     ResourceType,
 )
 from samsa.broker.api import client_host, request_principal
-from samsa.errors import InvalidRequestError, KafkaError
+from samsa.errors import InvalidRequestError, KafkaError, UnknownServerError
+
+log = logging.getLogger(__name__)
 
 Entries = frozenset[AccessControlEntry]
 Change = Callable[[Entries], Entries]
@@ -294,7 +297,11 @@ class Authorizer:
             results.append(None)
             adding.setdefault(binding.pattern, set()).add(binding.entry)
         if adding:
-            await self._alter({pattern: _adding(frozenset(new)) for pattern, new in adding.items()})
+            failure = await self._alter(
+                {pattern: _adding(frozenset(new)) for pattern, new in adding.items()}
+            )
+            if failure is not None:
+                results = [failure if r is None else r for r in results]
         return results
 
     async def delete_acls(
@@ -323,13 +330,25 @@ class Authorizer:
             return change
 
         if patterns:
-            await self._alter({pattern: without_matches(pattern) for pattern in patterns})
+            failure = await self._alter({pattern: without_matches(pattern) for pattern in patterns})
+            if failure is not None:
+                results = [failure if isinstance(r, list) else r for r in results]
         return results
 
-    async def _alter(self, changes: Mapping[ResourcePattern, Change]) -> None:
+    async def _alter(self, changes: Mapping[ResourcePattern, Change]) -> KafkaError | None:
+        """Apply ``changes`` through the store; the error to answer if it failed."""
         async with self._lock:
-            for pattern, entries in (await self.store.alter(changes)).items():
+            try:
+                changed = await self.store.alter(changes)
+            except KafkaError as exc:
+                return exc
+            except Exception as exc:  # ZooKeeper unreachable: patterns written before it
+                # failed still reach every broker (this one too) through their notifications.
+                log.warning("storing an ACL change failed: %s", exc)
+                return UnknownServerError(f"storing the ACLs failed: {exc}")
+            for pattern, entries in changed.items():
                 self.set_acls(pattern, entries)
+            return None
 
 
 def _adding(new: Entries) -> Change:
