@@ -163,3 +163,15 @@ def test_acls_added_to_one_resource_through_two_brokers_at_once_are_all_kept(
         for principal in principals:
             delete_acl(_address(acl_cluster, 3), ResourceType.TOPIC, "contended",
                        AclOperation.WRITE, principal=principal)  # fmt: skip
+
+
+def test_a_broker_started_after_an_acl_was_created_enforces_it(acl_cluster: LocalCluster) -> None:
+    acl_cluster.stop(3)
+    assert create_acl(_address(acl_cluster, 1), ResourceType.TOPIC, "led",
+                      AclOperation.DESCRIBE, **DENY_DESCRIBE) == ErrorCode.NONE  # fmt: skip
+    try:
+        acl_cluster.start_broker(3)
+        assert _metadata_error(acl_cluster, 3, "ledger") == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        delete_acl(_address(acl_cluster, 1), ResourceType.TOPIC, "led", AclOperation.DESCRIBE,
+                   **DENY_DESCRIBE)  # fmt: skip
