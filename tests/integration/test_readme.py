@@ -65,6 +65,8 @@ NOT_WALKED = {
         "tests/security runs these settings with certificates it makes",
     "Web console": "a server that runs until stopped; tests/console drives every page in "
         "headless Chromium",
+    "ACLs": "needs a broker started with an authorizer; tests/integration/test_acls.py runs "
+        "samsa acls and admin clients against one",
     "A replicated cluster": "ZooKeeper and three brokers on ports of their own; tests/cluster "
         "runs clusters, and samsa.testing.run_cluster is what make cluster starts",
 }  # fmt: skip

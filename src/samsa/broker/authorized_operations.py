@@ -1,34 +1,23 @@
-"""Authorized-operations bitfields, as Kafka answers them with no authorizer configured.
+"""Authorized-operations bitfields: what the caller may do to a topic, group or the cluster.
 
-Metadata (v8+) and DescribeCluster can ask for the operations
+Metadata (v8+), DescribeCluster and DescribeGroups can ask for the operations
 the caller may perform on a resource; the answer is a 32-bit field with bit
-``code`` set for each allowed ``AclOperation``. Kafka without an authorizer
-allows every operation its ACL model defines on the resource type
-(``AclEntry.supportedOperations``), and so does samsa: it has no authorizer.
-When the client does not ask, the field keeps Kafka's "not computed" value.
+``code`` set for each allowed ``AclOperation``. With the authorizer on, each
+operation Kafka defines on the resource type (``AclEntry.supportedOperations``)
+is asked of it for the request's principal; without one, Kafka allows every
+such operation, and so does samsa. When the client does not ask, the field keeps
+Kafka's "not computed" value.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
+from samsa.acl import CLUSTER_NAME, AclOperation, ResourceType
+from samsa.broker.authorizer import authorized_operations
+
+__all__ = ["AclOperation", "cluster_operations", "group_operations", "topic_operations"]
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)
 """The value of an authorized-operations field that was not asked for."""
-
-
-class AclOperation(IntEnum):
-    """Kafka's ACL operation codes (bit positions in an authorized-operations field)."""
-
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
 
 
 def to_bitfield(operations: frozenset[AclOperation]) -> int:
@@ -36,43 +25,31 @@ def to_bitfield(operations: frozenset[AclOperation]) -> int:
     return sum(1 << op for op in operations)
 
 
-TOPIC_OPERATIONS = to_bitfield(
-    frozenset(
-        {
-            AclOperation.READ,
-            AclOperation.WRITE,
-            AclOperation.CREATE,
-            AclOperation.DESCRIBE,
-            AclOperation.DELETE,
-            AclOperation.ALTER,
-            AclOperation.DESCRIBE_CONFIGS,
-            AclOperation.ALTER_CONFIGS,
-        }
-    )
-)
-"""Every operation Kafka defines on a TOPIC resource."""
-
-CLUSTER_OPERATIONS = to_bitfield(
-    frozenset(
-        {
-            AclOperation.CREATE,
-            AclOperation.CLUSTER_ACTION,
-            AclOperation.DESCRIBE_CONFIGS,
-            AclOperation.ALTER_CONFIGS,
-            AclOperation.IDEMPOTENT_WRITE,
-            AclOperation.ALTER,
-            AclOperation.DESCRIBE,
-        }
-    )
-)
-"""Every operation Kafka defines on the CLUSTER resource."""
+GROUP_OPERATIONS = frozenset({AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE})
+"""The group operations samsa answers for: it has no group configs, so the
+DESCRIBE_CONFIGS and ALTER_CONFIGS Kafka 4 also lists are left out."""
 
 
-def topic_operations(asked: bool) -> int:
-    """The field for a topic: every topic operation when ``asked``, else "not computed"."""
-    return TOPIC_OPERATIONS if asked else AUTHORIZED_OPERATIONS_OMITTED
+def _field(asked: bool, resource_type: ResourceType, name: str) -> int:
+    if not asked:
+        return AUTHORIZED_OPERATIONS_OMITTED
+    allowed = authorized_operations(resource_type, name)
+    if resource_type == ResourceType.GROUP:
+        allowed &= GROUP_OPERATIONS
+    return to_bitfield(allowed)
+
+
+def topic_operations(asked: bool, topic: str) -> int:
+    """The field for a topic, for the request being served ("not computed" unless ``asked``)."""
+    return _field(asked, ResourceType.TOPIC, topic)
+
+
+def group_operations(asked: bool, group: str) -> int:
+    """The field for a group, for the request being served ("not computed" unless ``asked``)."""
+    return _field(asked, ResourceType.GROUP, group)
 
 
 def cluster_operations(asked: bool) -> int:
-    """The field for the cluster: every cluster operation when ``asked``, else "not computed"."""
-    return CLUSTER_OPERATIONS if asked else AUTHORIZED_OPERATIONS_OMITTED
+    """The field for the cluster, for the request being served ("not computed" unless
+    ``asked``)."""
+    return _field(asked, ResourceType.CLUSTER, CLUSTER_NAME)

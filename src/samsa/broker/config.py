@@ -35,6 +35,12 @@ from samsa.config import (
 from samsa.errors import ConfigError
 from samsa.storage.log_config import LogConfig
 
+AUTHORIZER_CLASS_NAMES = (
+    "kafka.security.authorizer.AclAuthorizer",
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+)
+"""The ``authorizer.class.name`` values that switch the authorizer on."""
+
 _I, _L, _S, _B, _LIST, _D = (
     ConfigType.INT,
     ConfigType.LONG,
@@ -204,6 +210,18 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("zookeeper.connection.timeout.ms", _I, None,
                   "How long start-up waits for ZooKeeper (default: the session timeout)."),
         ConfigKey("broker.rack", _S, None, "This broker's rack (rack-aware replica placement)."),
+        ConfigKey("authorizer.class.name", _S, "",
+                  "The authorizer: kafka.security.authorizer.AclAuthorizer or "
+                  "org.apache.kafka.metadata.authorizer.StandardAuthorizer (empty: none).",
+                  lambda v: None if not v.strip() or v.strip() in AUTHORIZER_CLASS_NAMES else
+                  "is not an authorizer samsa provides: use " + " or ".join(AUTHORIZER_CLASS_NAMES)
+                  + ", or leave it empty for none"),
+        ConfigKey("super.users", _S, "",
+                  "Principals allowed everything, separated by ';' (User:admin;User:ops).",
+                  lambda v: next((f"entry {u.strip()!r} is not a principal (Type:name)"
+                                  for u in v.split(";") if u.strip() and ":" not in u), None)),
+        ConfigKey("allow.everyone.if.no.acl.found", _B, False,
+                  "Allow an operation on a resource that no ACL names."),
         ConfigKey("inter.broker.listener.name", _S, None,
                   "The listener brokers reach each other on (default: the first)."),
         *SECURITY_CONFIG_KEYS,

@@ -38,6 +38,7 @@ from samsa.broker.api import (
     request_listener,
     request_principal,
 )
+from samsa.broker.authorizer import Authorizer, current_authorizer
 from samsa.broker.config import BrokerConfig
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.handlers.sasl import raw_token
@@ -85,6 +86,7 @@ class ConnectionHost(Protocol):
     connection_log: RateLimitedLog
     connections_max_idle_s: float | None
     scram_credentials: ScramCredentials
+    authorizer: Authorizer | None
 
     def connection_opened(self, connection: Connection) -> None: ...
 
@@ -307,6 +309,7 @@ class Connection(asyncio.Protocol):
         request_principal.set(self.principal)
         request_listener.set(self.listener)
         current_authenticator.set(self.authenticator)
+        current_authorizer.set(self.broker.authorizer)
         try:
             while True:
                 await self._writable.wait()

@@ -30,6 +30,7 @@ from samsa.broker.acceptor import (
     raise_open_files_limit,
 )
 from samsa.broker.api import request_listener
+from samsa.broker.authorizer import Authorizer, parse_super_users
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.connection import Connection
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
@@ -47,6 +48,7 @@ from samsa.broker.scram_credentials import LocalScramCredentials, ScramCredentia
 from samsa.broker.topic_manager import LocalTopicManager, TopicManager
 from samsa.broker.zk_cluster import ZkCluster
 from samsa.broker.zk_topic_manager import ZkTopicManager
+from samsa.cluster.acl_store import LocalAclStore, ZkAclStore
 from samsa.cluster.local import LocalMetadataStore, new_cluster_id
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
 from samsa.coordinator.transaction.coordinator import (
@@ -189,6 +191,20 @@ class Broker:
         if self.cluster is not None:
             controller = self.cluster.controller
             reassign, list_moves = controller.alter_reassignments, controller.list_reassignments
+        self.authorizer: Authorizer | None = None
+        """Decides what each request may do (None: ``authorizer.class.name`` is empty)."""
+        self.acl_store: LocalAclStore | ZkAclStore | None = None
+        if config["authorizer.class.name"].strip():
+            self.acl_store = (
+                ZkAclStore(self.cluster.zk)
+                if self.cluster is not None
+                else LocalAclStore(config.log_dirs)
+            )
+            self.authorizer = Authorizer(
+                parse_super_users(config["super.users"]),
+                config["allow.everyone.if.no.acl.found"],
+                self.acl_store,
+            )
         self.registry = ApiRegistry()
         register_all(
             self.registry,
@@ -268,6 +284,8 @@ class Broker:
             await asyncio.to_thread(self.metadata_store.load)
         await asyncio.to_thread(self.dynamic_config.load)
         await asyncio.to_thread(self._local_credentials.load)
+        if self.acl_store is not None and self.authorizer is not None:
+            await self.acl_store.start(self.authorizer)
         self.reconfigure(self.dynamic_config.current)
         await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)
         if self.cluster is not None:
@@ -464,6 +482,8 @@ class Broker:
                 server.close()
             await self.group_coordinator.shutdown()
             await self.txn_coordinator.shutdown()
+            if isinstance(self.acl_store, ZkAclStore):
+                await self.acl_store.stop()
             if self.cluster is not None:
                 # The session ends at once: the controller moves leadership without waiting
                 # for the session timeout (this broker's registration is gone).

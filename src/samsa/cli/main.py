@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
          "move partitions between brokers (kafka-reassign-partitions)"),
         ("console", "console",
          "a web console: topics, messages, consumer groups and their lag"),
+        ("acls", "acls", "add, remove and list ACLs (kafka-acls)"),
     ):  # fmt: skip
         # Every argument goes to the tool's own parser (prefix_chars no flag can use).
         tool = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")

@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from samsa.acl import AccessControlEntry, PatternType, ResourcePattern, ResourceType, parse_name
 from samsa.cluster import zk_data
 from samsa.cluster.zk_client import (
     BadVersionError,
@@ -345,3 +346,78 @@ class KafkaZk:
             except (NodeExistsError, BadVersionError):
                 continue  # another broker took a block meanwhile: read again
             return block
+
+    # -- ACLs ---------------------------------------------------------------------------
+
+    async def create_acl_paths(self) -> None:
+        for path in zk_data.ACL_PATHS:
+            await self.client.ensure_path(path)
+
+    async def get_acls(self, pattern: ResourcePattern) -> tuple[frozenset[AccessControlEntry], int]:
+        """A resource pattern's ACL entries and the znode's version (-1: no znode)."""
+        path = zk_data.acl_path(pattern)
+        found = await self.client.get_or_none(path)
+        if found is None:
+            return frozenset(), -1
+        return zk_data.decode_acls(found[0], path), found[1]
+
+    async def write_acls(
+        self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry], version: int
+    ) -> None:
+        """Make ``entries`` the pattern's ACLs if its znode is still at ``version`` (-1: absent);
+        a pattern left with none loses its znode. BadVersionError, NodeExistsError or
+        NoNodeError when another broker changed it first: read it again."""
+        path = zk_data.acl_path(pattern)
+        if version < 0:
+            if entries:
+                await self.client.create(path, zk_data.encode_acls(entries), makepath=True)
+        elif entries:
+            await self.client.set(path, zk_data.encode_acls(entries), version)
+        else:
+            await self.client.delete(path, version)
+
+    async def notify_acl_change(self, pattern: ResourcePattern) -> None:
+        """Tell every broker the pattern's ACLs changed (a sequential change znode)."""
+        root = zk_data.acl_change_root(pattern.pattern_type)
+        await self.client.create(
+            f"{root}/{zk_data.ACL_CHANGE_PREFIX}", zk_data.encode_acl_change(pattern), sequence=True
+        )
+
+    async def get_all_acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every resource pattern's ACLs (a znode that cannot be read is skipped, logged)."""
+        found: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+            root = zk_data.acl_root(pattern_type)
+            with contextlib.suppress(NoNodeError):
+                for type_name in await self.client.get_children(root):
+                    try:
+                        resource_type = parse_name(ResourceType, type_name)
+                    except ValueError:
+                        log.error("ignoring ACLs under %s/%s: not a resource type", root, type_name)
+                        continue
+                    with contextlib.suppress(NoNodeError):
+                        for name in await self.client.get_children(f"{root}/{type_name}"):
+                            pattern = ResourcePattern(resource_type, name, pattern_type)
+                            try:
+                                entries, _ = await self.get_acls(pattern)
+                            except ZkDataError as exc:
+                                log.error("ignoring the ACLs of %s: %s", pattern, exc)
+                                continue
+                            if entries:
+                                found[pattern] = entries
+        return found
+
+    async def get_acl_changes(self, pattern_type: PatternType, watch: Watch = None) -> list[str]:
+        """The change notifications of a change store, oldest first."""
+        return await self.client.get_children(zk_data.acl_change_root(pattern_type), watch=watch)
+
+    async def get_acl_change(self, pattern_type: PatternType, child: str) -> ResourcePattern | None:
+        """The resource a change notification names (None: gone, or unreadable — logged)."""
+        found = await self.client.get_or_none(f"{zk_data.acl_change_root(pattern_type)}/{child}")
+        if found is None:
+            return None
+        try:
+            return zk_data.decode_acl_change(found[0], pattern_type == PatternType.LITERAL)
+        except ZkDataError as exc:
+            log.error("ignoring an ACL change notification: %s", exc)
+            return None

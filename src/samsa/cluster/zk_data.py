@@ -16,6 +16,13 @@ A Kafka operator finds what they know (Kafka 3.x in ZooKeeper mode)::
                                                    "partitions":[{"topic":…,"partition":…}]}
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
                                                    "block_end":"999"}
+    /kafka-acl/<Type>/<name>                      {"version":1,"acls":[{"principal":"User:a",
+                                                   "permissionType":"Allow","operation":"Read",
+                                                   "host":"*"}]}   (LITERAL patterns)
+    /kafka-acl-extended/prefixed/<Type>/<prefix>  the same, for PREFIXED patterns
+    /kafka-acl-changes/acl_changes_<seq>          "TOPIC:<name>" (a literal resource changed)
+    /kafka-acl-extended-changes/acl_changes_<seq> {"version":1,"resourceType":"TOPIC",
+                                                   "name":…,"patternType":"PREFIXED"}
 
 Pure functions and value types only (no I/O), so each format is tested on its
 own; the paths are joined under the chroot by the ZooKeeper client. Decoders
@@ -30,10 +37,20 @@ import binascii
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from samsa.acl import (
+    AccessControlEntry,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    kafka_name,
+    parse_name,
+)
 from samsa.errors import SamsaError
 from samsa.types import TopicPartition
 
@@ -430,3 +447,83 @@ def decode_producer_id_block(data: bytes | None) -> ProducerIdBlock:
     return ProducerIdBlock(
         _int(obj, "broker", what), _int(obj, "block_start", what), _int(obj, "block_end", what)
     )
+
+
+# -- ACLs: /kafka-acl, /kafka-acl-extended and their change notifications -------------
+
+LITERAL_ACLS = "/kafka-acl"
+PREFIXED_ACLS = "/kafka-acl-extended/prefixed"
+LITERAL_ACL_CHANGES = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+ACL_PATHS = (LITERAL_ACLS, PREFIXED_ACLS, LITERAL_ACL_CHANGES, EXTENDED_ACL_CHANGES)
+"""Created when the authorizer starts, as Kafka's ``AclAuthorizer`` creates them."""
+
+
+def acl_root(pattern_type: PatternType) -> str:
+    """Where a pattern type's resources live (LITERAL or PREFIXED)."""
+    return LITERAL_ACLS if pattern_type == PatternType.LITERAL else PREFIXED_ACLS
+
+
+def acl_path(pattern: ResourcePattern) -> str:
+    """``/kafka-acl/Topic/orders``, ``/kafka-acl-extended/prefixed/Group/app-``."""
+    return f"{acl_root(pattern.pattern_type)}/{kafka_name(pattern.resource_type)}/{pattern.name}"
+
+
+def acl_change_root(pattern_type: PatternType) -> str:
+    return LITERAL_ACL_CHANGES if pattern_type == PatternType.LITERAL else EXTENDED_ACL_CHANGES
+
+
+def encode_acls(entries: Iterable[AccessControlEntry]) -> bytes:
+    """A resource's znode: ``{"version":1,"acls":[{"principal":…,"permissionType":"Allow",
+    "operation":"Read","host":"*"}]}`` (Kafka's ``AclEntry`` JSON)."""
+    return _encode({"version": 1, "acls": [
+        {"principal": e.principal, "permissionType": kafka_name(e.permission_type),
+         "operation": kafka_name(e.operation), "host": e.host}
+        for e in sorted(entries)
+    ]})  # fmt: skip
+
+
+def decode_acls(data: bytes | None, what: str) -> frozenset[AccessControlEntry]:
+    if not data:
+        return frozenset()
+    obj = _object(data, what)
+    if obj.get("version") != 1 or not isinstance(obj.get("acls"), list):
+        raise ZkDataError(f"{what}: expected version 1 with a list of acls")
+    entries = set()
+    for item in obj["acls"]:
+        try:
+            entries.add(AccessControlEntry(
+                str(item["principal"]), str(item["host"]),
+                parse_name(AclOperation, str(item["operation"])),
+                parse_name(AclPermissionType, str(item["permissionType"])),
+            ))  # fmt: skip
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZkDataError(f"{what}: malformed acl {item!r} ({exc})") from exc
+    return frozenset(entries)
+
+
+def encode_acl_change(pattern: ResourcePattern) -> bytes:
+    """A change notification naming the resource whose ACLs changed: ``TOPIC:orders`` for a
+    literal one, a JSON event for the others (Kafka's two change stores)."""
+    if pattern.pattern_type == PatternType.LITERAL:
+        return f"{pattern.resource_type.name}:{pattern.name}".encode()
+    return _encode({"version": 1, "resourceType": pattern.resource_type.name,
+                    "name": pattern.name, "patternType": pattern.pattern_type.name})  # fmt: skip
+
+
+def decode_acl_change(data: bytes | None, literal: bool) -> ResourcePattern:
+    try:
+        if literal:
+            kind, colon, name = (data or b"").decode().partition(":")
+            if not colon:
+                raise ValueError("expected ResourceType:name")
+            return ResourcePattern(parse_name(ResourceType, kind), name, PatternType.LITERAL)
+        obj = _object(data, EXTENDED_ACL_CHANGES)
+        return ResourcePattern(
+            parse_name(ResourceType, str(obj["resourceType"])),
+            str(obj["name"]),
+            parse_name(PatternType, str(obj["patternType"])),
+        )
+    except (KeyError, UnicodeDecodeError, ValueError) as exc:
+        raise ZkDataError(f"ACL change notification {data!r}: {exc}") from exc

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.dynamic_config import DynamicBrokerConfig
 from samsa.broker.handlers import (
+    acls,
     api_versions,
     cluster,
     configs,
@@ -134,3 +135,4 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     producers.register(registry, replicas=s.replica_manager)
     sasl.register(registry)
     scram_credentials.register(registry, credentials=s.scram_credentials)
+    acls.register(registry)

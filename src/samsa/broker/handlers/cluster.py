@@ -1,10 +1,11 @@
 """DescribeCluster (key 60, versions 0–2): the live brokers, the cluster id, the controller.
 
 The brokers are those registered now (a single node: itself, also the
-controller); none is ever fenced (a ZooKeeper cluster has no fencing). There
-is no authorizer, so ``include_cluster_authorized_operations`` answers every
-operation Kafka defines on the cluster resource, as a Kafka broker without an
-authorizer does; when not asked, the field keeps its "not computed" value.
+controller); none is ever fenced (a ZooKeeper cluster has no fencing).
+``include_cluster_authorized_operations`` answers the operations the caller may
+do on the cluster (every one Kafka defines without an authorizer), computed, as
+Kafka does, only for a caller that may DESCRIBE the cluster; otherwise the field
+keeps its "not computed" value.
 A request for the controller endpoints (``endpoint_type`` 2) is refused as a
 Kafka broker refuses it: this is a broker endpoint.
 """
@@ -14,8 +15,10 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
+from samsa.acl import AclOperation
 from samsa.broker.api import respond
 from samsa.broker.authorized_operations import cluster_operations
+from samsa.broker.authorizer import authorize_cluster
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.errors import ErrorCode
@@ -50,7 +53,9 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache) -> None:
         error = _endpoint_error(header.api_version, requested)
         if error is not None:
             return respond(header, {"throttle_time": 0, "endpoint_type": requested, **error})
-        operations = cluster_operations(body.include_cluster_authorized_operations)
+        operations = cluster_operations(
+            body.include_cluster_authorized_operations and authorize_cluster(AclOperation.DESCRIBE)
+        )
         return respond(
             header,
             {

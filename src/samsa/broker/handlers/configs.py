@@ -16,6 +16,10 @@ override (DYNAMIC_TOPIC_CONFIG), a broker ``log.*`` key set dynamically
 (INVALID_CONFIG naming the key), kept in the topic table and applied to the
 live logs at once.
 
+With the authorizer on, describing a topic's configs needs DESCRIBE_CONFIGS on
+it and altering them ALTER_CONFIGS (TOPIC_AUTHORIZATION_FAILED); a BROKER
+resource needs the same on the cluster (CLUSTER_AUTHORIZATION_FAILED), as Kafka's.
+
 Deviations from Kafka, on purpose:
 
 - BROKER resources (this broker's id, and ``""`` for the cluster-wide default)
@@ -38,7 +42,10 @@ from collections.abc import Callable, Iterable, Mapping
 from enum import IntEnum
 from typing import Any, Protocol
 
+from samsa.acl import AclOperation
+from samsa.acl import ResourceType as AclResourceType
 from samsa.broker.api import error_fields, respond
+from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BROKER_CONFIG, BrokerConfig
 from samsa.broker.dynamic_config import (
     DYNAMIC_BROKER_CONFIGS,
@@ -52,11 +59,13 @@ from samsa.broker.topic_manager import TopicManager
 from samsa.cluster.local import validate_topic_name
 from samsa.config import ConfigDef, ConfigKey, ConfigType
 from samsa.errors import (
+    ClusterAuthorizationFailedError,
     ConfigError,
     ErrorCode,
     InvalidConfigError,
     InvalidRequestError,
     KafkaError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from samsa.protocol.codec import RequestHeader
@@ -267,6 +276,17 @@ def _describe_broker(
     return entries
 
 
+def _check_authorized(operation: AclOperation, resource_type: int, name: str) -> None:
+    """Raise the authorization error of the resource unless the request may do ``operation``."""
+    if resource_type == ResourceType.TOPIC and not authorize(
+        operation, AclResourceType.TOPIC, name
+    ):
+        raise TopicAuthorizationFailedError(f"not authorized to {operation.name} topic {name}")
+    cluster_wide = resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER)
+    if cluster_wide and not authorize_cluster(operation):
+        raise ClusterAuthorizationFailedError(f"not authorized to {operation.name} the cluster")
+
+
 def _unsupported_type(resource_type: int) -> KafkaError:
     try:
         kind = ResourceType(resource_type).name
@@ -419,6 +439,7 @@ async def _alter(
                 results.append({**result, **error_fields(duplicate)})
             continue
         try:
+            _check_authorized(AclOperation.ALTER_CONFIGS, *ident)
             if resource.resource_type == ResourceType.BROKER:
                 await _alter_broker(broker, resource, validate_only, incremental)
             else:
@@ -438,6 +459,7 @@ def register(registry: ApiRegistry, broker: ConfigsServices) -> None:
             kind, name = resource.resource_type, resource.resource_name
             result: dict[str, Any] = {"resource_type": kind, "resource_name": name, "configs": []}
             try:
+                _check_authorized(AclOperation.DESCRIBE_CONFIGS, kind, name)
                 if kind == ResourceType.TOPIC:
                     configs = _describe_topic(
                         broker, name, resource.configuration_keys, synonyms, docs

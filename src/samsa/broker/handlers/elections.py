@@ -11,7 +11,8 @@ UNKNOWN_TOPIC_OR_PARTITION. Version 0 is a preferred election; a null
 partition list means every partition. Elections complete within the request
 (the controller writes the new states at once), so ``timeout`` is not used. A
 single node leads every partition as its only replica: every election there is
-not needed.
+not needed. With the authorizer on, it needs ALTER on the cluster
+(CLUSTER_AUTHORIZATION_FAILED for the request and each partition), as Kafka's.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from samsa.acl import AclOperation
 from samsa.broker.api import respond
+from samsa.broker.authorizer import authorize_cluster
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.errors import ErrorCode
@@ -62,22 +65,12 @@ def register(registry: ApiRegistry, *, elect: Elect) -> None:
             wanted = [
                 TopicPartition(t.topic, p) for t in body.topic_partitions for p in t.partitions
             ]
+        if not authorize_cluster(AclOperation.ALTER):
+            return _refused(header, wanted, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
         results = await elect(wanted, unclean)
         if results is None:
-            by_topic: dict[str, list[dict[str, Any]]] = {}
-            for tp in wanted or ():
-                by_topic.setdefault(tp.topic, []).append(
-                    {
-                        "partition_id": tp.partition,
-                        "error_code": ErrorCode.NOT_CONTROLLER,
-                        "error_message": "this broker is not the controller",
-                    }
-                )
-            return respond(header, {
-                "throttle_time": 0, "error_code": ErrorCode.NOT_CONTROLLER,
-                "replica_election_results": [{"topic": t, "partition_result": ps}
-                                             for t, ps in by_topic.items()],
-            })  # fmt: skip
+            not_controller = "this broker is not the controller"
+            return _refused(header, wanted, ErrorCode.NOT_CONTROLLER, not_controller)
         grouped: dict[str, list[dict[str, Any]]] = {}
         for tp, (code, message) in results.items():
             grouped.setdefault(tp.topic, []).append(
@@ -90,3 +83,19 @@ def register(registry: ApiRegistry, *, elect: Elect) -> None:
         })  # fmt: skip
 
     registry.add(API_KEY, 0, 2, handle)
+
+
+def _refused(
+    header: RequestHeader, wanted: list[TopicPartition] | None, code: ErrorCode, message: str | None
+) -> Any:
+    """The request refused as a whole: ``code`` for it and for each partition it names."""
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp in wanted or ():
+        by_topic.setdefault(tp.topic, []).append(
+            {"partition_id": tp.partition, "error_code": code, "error_message": message}
+        )
+    return respond(header, {
+        "throttle_time": 0, "error_code": code,
+        "replica_election_results": [{"topic": t, "partition_result": ps}
+                                     for t, ps in by_topic.items()],
+    })  # fmt: skip

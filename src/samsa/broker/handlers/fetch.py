@@ -32,6 +32,10 @@ Only the leader serves a partition: other brokers answer
 NOT_LEADER_OR_FOLLOWER, and a ``current_leader_epoch`` older or newer than
 the leader's is FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH (KIP-320).
 Deviation: no fetching from followers for consumers (KIP-392).
+
+With the authorizer on, a consumer needs READ on each topic and a follower
+CLUSTER_ACTION on the cluster; a refused partition answers
+TOPIC_AUTHORIZATION_FAILED, as Kafka's.
 """
 
 from __future__ import annotations
@@ -41,12 +45,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import RawResponse
+from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.errors import ErrorCode, KafkaError, UnknownTopicIdError
+from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError, UnknownTopicIdError
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
 from samsa.records.legacy import down_convert
@@ -54,6 +60,7 @@ from samsa.storage.segment import FileRegion
 from samsa.types import TopicPartition
 
 API_KEY = 1
+TOPIC = ResourceType.TOPIC
 READ_COMMITTED = 1
 DOWN_CONVERT_FROM = 4
 """Versions below this want message formats v0/v1."""
@@ -97,7 +104,7 @@ def register(
     broker_max_bytes = int(config()["fetch.max.bytes"])
 
     def read_all(
-        body: Any, names: list[str | None], follower: int
+        body: Any, names: list[str | None], follower: int, refused: set[str | None]
     ) -> tuple[list[FetchTopic], int, bool]:
         remaining = min(body.max_bytes, broker_max_bytes)
         committed = body.isolation_level == READ_COMMITTED and follower < 0
@@ -114,6 +121,8 @@ def register(
                 entry = FetchPartition(p.partition)
                 result.partitions.append(entry)
                 try:
+                    if name in refused:
+                        raise TopicAuthorizationFailedError(f"not authorized to fetch {name}")
                     if name is None:
                         raise UnknownTopicIdError(f"no topic has id {topic.topic_id}")
                     limit = min(p.partition_max_bytes, remaining)
@@ -173,8 +182,9 @@ def register(
             if replica_state is not None
             else getattr(body, "replica_id", -1)
         )
+        refused = _refused(names, follower)
         deadline = time.monotonic() + body.max_wait.total_seconds()
-        topics, total, failed = read_all(body, names, follower)
+        topics, total, failed = read_all(body, names, follower, refused)
         tps = [
             TopicPartition(name, p.partition)
             for topic, name in zip(body.topics, names, strict=True)
@@ -186,7 +196,7 @@ def register(
             if left <= 0:
                 break
             await replicas.wait_for_data(tps, left)
-            topics, total, failed = read_all(body, names, follower)
+            topics, total, failed = read_all(body, names, follower, refused)
         if header.api_version < DOWN_CONVERT_FROM:
             fetch_offsets: dict[tuple[str, int], int] = {}
             partition_max_bytes: dict[tuple[str, int], int] = {}
@@ -205,3 +215,10 @@ def register(
         return RawResponse(chunks, size)
 
     registry.add(API_KEY, 0, 17, handle)
+
+
+def _refused(names: list[str | None], follower: int) -> set[str | None]:
+    """The topics the request being served may not fetch from."""
+    if follower >= 0:
+        return set() if authorize_cluster(AclOperation.CLUSTER_ACTION) else set(names)
+    return {n for n in names if n is not None and not authorize(AclOperation.READ, TOPIC, n)}

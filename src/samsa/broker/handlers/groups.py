@@ -20,6 +20,16 @@ by every OffsetFetch version. Deviation: Kafka up to 3.x kept v0 commits in
 ZooKeeper (``/consumers/<group>/offsets``), apart from the v1+ ones; samsa has
 one store for both. A v1 commit's ``commit_timestamp`` is ignored (the broker
 stamps its own time, as Kafka 2.1+ did for later versions).
+
+With the authorizer on, each API checks what Kafka checks: FindCoordinator
+DESCRIBE on the group or transactional id; JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup and OffsetCommit READ on the group, OffsetCommit also READ on each
+topic; OffsetFetch and DescribeGroups DESCRIBE on the group (OffsetFetch leaves
+out, or refuses when named, the topics the caller may not DESCRIBE); OffsetDelete
+and DeleteGroups DELETE on the group (OffsetDelete also READ on each topic);
+ListGroups lists every group to a caller that may DESCRIBE the cluster, else the
+groups it may DESCRIBE. Refusals answer GROUP_AUTHORIZATION_FAILED,
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED or TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -27,7 +37,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import client_host, error_fields, respond
+from samsa.broker.authorized_operations import group_operations
+from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
@@ -48,9 +61,9 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
-# READ, DELETE and DESCRIBE: what any client may do to a group without ACLs.
-GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
-OPERATIONS_NOT_REQUESTED = -(2**31)
+READ, DELETE, DESCRIBE = AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE
+GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
+GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 
 
 def register(
@@ -82,6 +95,13 @@ def register(
 
     async def coordinator_for(key: str, key_type: int) -> dict[str, Any]:
         unavailable = {"key": key, "node_id": -1, "host": "", "port": -1}
+        if key_type == GROUP_KEY_TYPE and not authorize(DESCRIBE, GROUP, key):
+            return {**unavailable, "error_code": GROUP_DENIED, "error_message": None}
+        if key_type == TRANSACTION_KEY_TYPE and not authorize(
+            DESCRIBE, ResourceType.TRANSACTIONAL_ID, key
+        ):
+            return {**unavailable, "error_message": None,
+                    "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}  # fmt: skip
         if key_type == TRANSACTION_KEY_TYPE:
             if not key:
                 return {**unavailable, "error_code": ErrorCode.INVALID_REQUEST,
@@ -114,6 +134,11 @@ def register(
 
     # -- membership ------------------------------------------------------------------
     async def join_group(header: RequestHeader, body: Any) -> Any:
+        if not authorize(READ, GROUP, body.group_id):
+            no_protocol = None if header.api_version >= 7 else ""
+            return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED,
+                                    "generation_id": -1, "protocol_name": no_protocol,
+                                    "leader": "", "member_id": "", "members": []})  # fmt: skip
         await topic_manager.ensure_offsets_topic()
         session_ms = duration_ms(body.session_timeout)
         rebalance = getattr(body, "rebalance_timeout", None)
@@ -146,6 +171,9 @@ def register(
         })  # fmt: skip
 
     async def sync_group(header: RequestHeader, body: Any) -> Any:
+        if not authorize(READ, GROUP, body.group_id):
+            return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED,
+                                    "assignment": b""})  # fmt: skip
         result = await coordinator.sync(
             body.group_id,
             body.generation_id,
@@ -164,6 +192,8 @@ def register(
         })  # fmt: skip
 
     async def heartbeat(header: RequestHeader, body: Any) -> Any:
+        if not authorize(READ, GROUP, body.group_id):
+            return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED})
         error = coordinator.heartbeat(
             body.group_id,
             body.generation_id,
@@ -173,6 +203,8 @@ def register(
         return respond(header, {"throttle_time": 0, "error_code": error})
 
     async def leave_group(header: RequestHeader, body: Any) -> Any:
+        if not authorize(READ, GROUP, body.group_id):
+            return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED, "members": []})
         if header.api_version >= 3:
             leaving = [(m.member_id, m.group_instance_id) for m in body.members]
         else:
@@ -195,6 +227,7 @@ def register(
             getattr(body, "member_id", ""),
             getattr(body, "group_instance_id", None),
         )
+        group_allowed = authorize(READ, GROUP, body.group_id)
         requested: list[PartitionOffset] = []
         entries: list[dict[str, Any]] = []  # the response entries of ``requested``
         topics = []
@@ -204,7 +237,14 @@ def register(
                 found = metadata_store.by_id(topic.topic_id)
                 name = found.name if found is not None else None
             partitions = []
+            refused = not group_allowed or (name is not None and not authorize(READ, TOPIC, name))
             for p in topic.partitions:
+                if refused:
+                    code = (
+                        GROUP_DENIED if not group_allowed else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    )
+                    partitions.append({"partition_index": p.partition_index, "error_code": code})
+                    continue
                 tp = TopicPartition(name or "", p.partition_index)
                 exists = name is not None and metadata_store.leadership(tp) is not None
                 requested.append(PartitionOffset(
@@ -215,25 +255,37 @@ def register(
                 partitions.append(entries[-1])
             topics.append({"name": name or "", "topic_id": getattr(topic, "topic_id", None),
                            "partitions": partitions})  # fmt: skip
-        codes = await coordinator.commit_offsets(
-            member,
-            requested,
-            metadata_max_bytes=metadata_max_bytes,
-            before_write=topic_manager.ensure_offsets_topic,
-        )
+        codes = []
+        if requested:
+            codes = await coordinator.commit_offsets(
+                member,
+                requested,
+                metadata_max_bytes=metadata_max_bytes,
+                before_write=topic_manager.ensure_offsets_topic,
+            )
         for entry, code in zip(entries, codes, strict=True):
             entry["error_code"] = code
         return respond(header, {"throttle_time": 0, "topics": topics})
 
     def fetch_group(group: str, topics: Any, require_stable: bool) -> dict[str, Any]:
+        if not authorize(DESCRIBE, GROUP, group):
+            return {"group_id": group, "topics": [], "error_code": GROUP_DENIED}
         if error := coordinator.coordinator_error(group):
             return {"group_id": group, "topics": [], "error_code": error}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
         if topics is None:
             found = coordinator.committed(group)
+            found = {tp: v for tp, v in found.items() if authorize(DESCRIBE, TOPIC, tp.topic)}
         else:
             wanted = [TopicPartition(t.name, i) for t in topics for i in t.partition_indexes]
-            found = coordinator.committed(group, wanted)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+            refused = [tp for tp in wanted if not authorize(DESCRIBE, TOPIC, tp.topic)]
+            found = coordinator.committed(group, [tp for tp in wanted if tp not in refused])
+            for tp in refused:
+                by_topic.setdefault(tp.topic, []).append({
+                    "partition_index": tp.partition, "committed_offset": -1,
+                    "committed_leader_epoch": -1, "metadata": "",
+                    "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                })  # fmt: skip
         for tp, value in found.items():
             by_topic.setdefault(tp.topic, []).append({
                 "partition_index": tp.partition,
@@ -260,9 +312,15 @@ def register(
         return respond(header, {"throttle_time": 0, **answer})
 
     async def offset_delete(header: RequestHeader, body: Any) -> Any:
+        if not authorize(DELETE, GROUP, body.group_id):
+            return respond(header, {"error_code": GROUP_DENIED, "throttle_time": 0, "topics": []})
         wanted = [TopicPartition(t.name, p.partition_index) for t in body.topics
                   for p in t.partitions]  # fmt: skip
-        top, codes = await coordinator.delete_offsets(body.group_id, wanted)
+        refused = {tp for tp in wanted if not authorize(READ, TOPIC, tp.topic)}
+        top, codes = await coordinator.delete_offsets(
+            body.group_id, [tp for tp in wanted if tp not in refused]
+        )
+        codes = {**codes, **dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
         topics: dict[str, list[dict[str, Any]]] = {}
         if top == ErrorCode.NONE:
             for tp in wanted:
@@ -280,6 +338,11 @@ def register(
         include_ops = getattr(body, "include_authorized_operations", False)
         described = []
         for group_id in body.groups:
+            if not authorize(DESCRIBE, GROUP, group_id):
+                described.append({"error_code": GROUP_DENIED, "group_id": group_id,
+                                  "group_state": "", "protocol_type": "", "protocol_data": "",
+                                  "members": [], "authorized_operations": -(2**31)})  # fmt: skip
+                continue
             d = coordinator.describe(group_id)
             error = coordinator.coordinator_error(group_id)
             described.append({
@@ -296,9 +359,7 @@ def register(
                     "member_metadata": m.metadata,
                     "member_assignment": m.assignment,
                 } for m in d.members],
-                "authorized_operations": (
-                    GROUP_AUTHORIZED_OPERATIONS if include_ops else OPERATIONS_NOT_REQUESTED
-                ),
+                "authorized_operations": group_operations(include_ops, group_id),
             })  # fmt: skip
         return respond(header, {"throttle_time": 0, "groups": described})
 
@@ -306,7 +367,10 @@ def register(
         states = {s.lower() for s in getattr(body, "states_filter", ())}
         types = {t.lower() for t in getattr(body, "types_filter", ())}
         groups = []
+        every_group = authorize_cluster(DESCRIBE)
         for group_id, protocol_type, state in coordinator.list_groups():
+            if not every_group and not authorize(DESCRIBE, GROUP, group_id):
+                continue
             if states and state.lower() not in states:
                 continue
             if types and "classic" not in types:
@@ -316,7 +380,10 @@ def register(
         return respond(header, {"throttle_time": 0, "error_code": ErrorCode.NONE, "groups": groups})
 
     async def delete_groups(header: RequestHeader, body: Any) -> Any:
-        results = await coordinator.delete_groups(list(body.groups_names))
+        names = list(body.groups_names)
+        refused = {g for g in names if not authorize(DELETE, GROUP, g)}
+        results = await coordinator.delete_groups([g for g in names if g not in refused])
+        results.update(dict.fromkeys(refused, GROUP_DENIED))
         return respond(header, {
             "throttle_time": 0,
             "results": [{"group_id": g, "error_code": code} for g, code in results.items()],

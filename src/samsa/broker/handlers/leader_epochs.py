@@ -9,16 +9,21 @@ has, and the offset where that epoch ended (the log end for the current epoch);
 (:meth:`~samsa.storage.leader_epoch.LeaderEpochCache.end_offset_for`). Only the
 leader answers (NOT_LEADER_OR_FOLLOWER elsewhere); a ``current_leader_epoch``
 older or newer than the leader's is FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH.
+With the authorizer on, a caller with CLUSTER_ACTION on the cluster (a follower)
+may ask of every topic, others of the topics they may DESCRIBE
+(TOPIC_AUTHORIZATION_FAILED), as Kafka's (KIP-320).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import respond
+from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.errors import ErrorCode, KafkaError
+from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -28,11 +33,15 @@ API_KEY = 23
 def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
         topics = []
+        follower = authorize_cluster(AclOperation.CLUSTER_ACTION)
         for topic in body.topics:
             partitions = []
+            allowed = follower or authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.topic)
             for p in topic.partitions:
                 entry: dict[str, Any] = {"partition": p.partition}
                 try:
+                    if not allowed:
+                        raise TopicAuthorizationFailedError(topic.topic)
                     epoch, end_offset = replicas.end_offset_for_epoch(
                         TopicPartition(topic.topic, p.partition),
                         p.leader_epoch,

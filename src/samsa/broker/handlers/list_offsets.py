@@ -10,16 +10,19 @@ answers offset -1, timestamp -1, as Kafka does. Each answer carries the epoch
 of the leader that wrote the offset (the current epoch for latest); only the
 leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, FENCED_LEADER_EPOCH /
 UNKNOWN_LEADER_EPOCH for a ``current_leader_epoch`` other than its own).
+With the authorizer on, each topic needs DESCRIBE (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import respond
+from samsa.broker.authorizer import authorize
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.errors import ErrorCode, KafkaError
+from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -33,6 +36,7 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
         topics = []
         for topic in body.topics:
             partitions = []
+            described = authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, topic.name)
             for p in topic.partitions:
                 entry: dict[str, Any] = {
                     "partition_index": p.partition_index,
@@ -42,6 +46,8 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
                     "leader_epoch": -1,
                 }
                 try:
+                    if not described:
+                        raise TopicAuthorizationFailedError(topic.name)
                     tp = TopicPartition(topic.name, p.partition_index)
                     found = replicas.fetch_offset_for_timestamp(
                         tp, p.timestamp, read_committed=committed,

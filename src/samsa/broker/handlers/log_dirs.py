@@ -6,7 +6,9 @@ and its offset lag — how far its log end is behind the high watermark, 0 for a
 leader or a follower that has caught up. Version 4 adds the directory's total
 and usable bytes (``statvfs``). A directory whose size cannot be read answers
 KAFKA_STORAGE_ERROR. There are no "future" replicas: samsa does not move
-partitions between log dirs of one broker.
+partitions between log dirs of one broker. With the authorizer on, it needs
+DESCRIBE on the cluster: otherwise no directory is described, and version 3+
+answers CLUSTER_AUTHORIZATION_FAILED, as Kafka's.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from samsa.acl import AclOperation
 from samsa.broker.api import respond
+from samsa.broker.authorizer import authorize_cluster
 from samsa.broker.registry import ApiRegistry
 from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
@@ -22,10 +26,14 @@ from samsa.storage import LogManager
 from samsa.types import TopicPartition
 
 API_KEY = 35
+CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def register(registry: ApiRegistry, *, log_manager: LogManager) -> None:
     async def handle(header: RequestHeader, body: Any) -> Any:
+        if not authorize_cluster(AclOperation.DESCRIBE):
+            return respond(header, {"throttle_time": 0, "results": [],
+                                    "error_code": CLUSTER_DENIED})  # fmt: skip
         wanted: set[TopicPartition] | None = None
         if body.topics is not None:
             wanted = {TopicPartition(t.topic, p) for t in body.topics for p in t.partitions}

@@ -11,17 +11,23 @@ is written to ZooKeeper and the answer is LEADER_NOT_AVAILABLE until its
 leaders are elected, as Kafka's. ``__consumer_offsets`` and
 ``__transaction_state`` are created as their coordinators create them.
 
-There is no authorizer: asked for authorized operations (v8+), a topic answers
-every operation Kafka defines on a topic and the cluster (v8–v10) every one it
-defines on the cluster, as a Kafka broker without an authorizer does.
+With the authorizer on, a topic the caller may not DESCRIBE is left out of an
+all-topics answer and answers TOPIC_AUTHORIZATION_FAILED when named (its
+existence is not disclosed); creating a missing topic needs CREATE on the
+cluster or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise), as Kafka's.
+Asked for authorized operations (v8+), a topic answers those the caller may do
+on it, the cluster (v8–v10) those on the cluster (computed only for a caller
+that may DESCRIBE it); without an authorizer, every operation Kafka defines.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import respond
 from samsa.broker.authorized_operations import cluster_operations, topic_operations
+from samsa.broker.authorizer import authorize, authorize_cluster, authorized_names
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
@@ -47,6 +53,12 @@ class MetadataServices(Protocol):
 
 API_KEY = 3
 DESCRIBE_TOPIC_PARTITIONS = 75
+TOPIC = ResourceType.TOPIC
+
+
+def may_create(topic: str) -> bool:
+    """Whether the request being served may create ``topic`` (CREATE on the cluster or it)."""
+    return authorize_cluster(AclOperation.CREATE) or authorize(AclOperation.CREATE, TOPIC, topic)
 
 
 def partition_entries(metadata: MetadataCache, info: TopicInfo) -> list[dict[str, Any]]:
@@ -84,7 +96,8 @@ def partition_entries(metadata: MetadataCache, info: TopicInfo) -> list[dict[str
     return entries
 
 
-def topic_entry(metadata: MetadataCache, info: TopicInfo, operations: int) -> dict[str, Any]:
+def topic_entry(metadata: MetadataCache, info: TopicInfo, asked: bool) -> dict[str, Any]:
+    operations = topic_operations(asked, info.name)
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
@@ -106,13 +119,13 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
             and broker.config["auto.create.topics.enable"]
         )
         # v8+ may ask for the authorized operations; v11 dropped the cluster flag.
-        topic_ops = topic_operations(getattr(body, "include_topic_authorized_operations", False))
+        topic_ops = getattr(body, "include_topic_authorized_operations", False)
         topics: list[dict[str, Any]] = []
         if requested is None:
             topics = [
                 topic_entry(store, info, topic_ops)
                 for info in store.topics().values()
-                if not info.is_internal
+                if not info.is_internal and authorize(AclOperation.DESCRIBE, TOPIC, info.name)
             ]
         else:
             for item in requested:
@@ -129,7 +142,21 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                         )
                         continue
                     name = info.name
+                    if not authorize(AclOperation.DESCRIBE, TOPIC, name):
+                        topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       "name": None, "topic_id": item.topic_id})  # fmt: skip
+                        continue
+                if name is not None and not authorize(AclOperation.DESCRIBE, TOPIC, name):
+                    topics.append(
+                        {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name}
+                    )
+                    continue
                 info = store.get(name) if name is not None else None
+                if info is None and name is not None and allow_create and not may_create(name):
+                    topics.append(
+                        {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name}
+                    )
+                    continue
                 if info is None and name is not None and allow_create:
                     try:
                         info = await broker.topics.auto_create(name)
@@ -163,6 +190,7 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                 "topics": topics,
                 "cluster_authorized_operations": cluster_operations(
                     getattr(body, "include_cluster_authorized_operations", False)
+                    and authorize_cluster(AclOperation.DESCRIBE)
                 ),
             },
         )
@@ -172,7 +200,10 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
         ``response_partition_limit`` partitions, resumed from ``cursor``. No eligible
         leader replicas (ELR): a ZooKeeper cluster has none, so those lists are empty."""
         store = broker.metadata
-        names = sorted({t.name for t in body.topics} if body.topics else store.topics())
+        if body.topics:
+            names = sorted({t.name for t in body.topics})
+        else:
+            names = sorted(authorized_names(AclOperation.DESCRIBE, TOPIC, store.topics()))
         cursor = body.cursor
         if cursor is not None:
             names = [n for n in names if n >= cursor.topic_name]
@@ -181,6 +212,11 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
         next_cursor = None
         for name in names:
             info = store.get(name)
+            if not authorize(AclOperation.DESCRIBE, TOPIC, name):
+                topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
+                               "topic_id": None, "is_internal": False, "partitions": [],
+                               "topic_authorized_operations": -(2**31)})  # fmt: skip
+                continue
             if info is None:
                 topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                                "topic_id": None, "is_internal": False, "partitions": [],
@@ -199,8 +235,8 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                 entry["last_known_elr"] = []
             topics.append({"error_code": ErrorCode.NONE, "name": name,
                            "topic_id": info.topic_id, "is_internal": info.is_internal,
-                           "partitions": entries,
-                           "topic_authorized_operations": topic_operations(True)})  # fmt: skip
+                           "partitions": entries, "topic_authorized_operations":
+                           topic_operations(True, name)})  # fmt: skip
             if next_cursor is not None or budget <= 0:
                 following = names[names.index(name) + 1 :]
                 if next_cursor is None and following:

@@ -7,7 +7,8 @@ one replica per partition). One request may add at most 10 000 partitions
 Both refuse internal topics (INVALID_TOPIC_EXCEPTION, see
 :mod:`samsa.broker.internal_topics`). DeleteRecords completes at once — there
 are no followers whose low watermark to wait for — so ``timeout`` is not used;
-offset -1 means the high watermark.
+offset -1 means the high watermark. With the authorizer on, CreatePartitions needs
+ALTER on each topic and DeleteRecords DELETE (TOPIC_AUTHORIZATION_FAILED), as Kafka's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import error_fields, respond
+from samsa.broker.authorizer import authorize
 from samsa.broker.internal_topics import refuse_client_change
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
@@ -26,6 +29,7 @@ from samsa.errors import (
     InvalidRequestError,
     KafkaError,
     PolicyViolationError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from samsa.protocol.build import duration_ms
@@ -56,6 +60,8 @@ def register(
         try:
             if over_limit:
                 raise PolicyViolationError("Excessively large number of partitions per request.")
+            if not authorize(AclOperation.ALTER, ResourceType.TOPIC, name):
+                raise TopicAuthorizationFailedError("The topic authorization is failed.")
             if metadata.get(name) is None:
                 raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
             refuse_client_change(metadata, name, "add partitions to")
@@ -73,6 +79,8 @@ def register(
 
     def delete_before(tp: TopicPartition, offset: int) -> int:
         """Move ``tp``'s log start offset to ``offset`` (-1: the high watermark)."""
+        if not authorize(AclOperation.DELETE, ResourceType.TOPIC, tp.topic):
+            raise TopicAuthorizationFailedError(f"not authorized to delete records of {tp.topic}")
         refuse_client_change(metadata, tp.topic, "delete records of")
         return replicas.delete_records(tp, offset)
 

@@ -14,6 +14,9 @@ closes the connection so the client notices.
 Idempotent and transactional batches go through the partition's producer
 state (:mod:`samsa.storage.producer_state`): retries are deduplicated, and
 epoch, sequence and transaction-state errors are answered per partition.
+With the authorizer on, a transactional Produce needs WRITE on its transactional
+id (every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise) and
+each topic WRITE (TOPIC_AUTHORIZATION_FAILED for its partitions), as Kafka's.
 Clients may not append to internal topics (INVALID_TOPIC_EXCEPTION per
 partition, :mod:`samsa.broker.internal_topics`): only the coordinators write them.
 Deviation: Kafka 4 verifies with the transaction coordinator that a
@@ -28,7 +31,9 @@ import asyncio
 from collections.abc import Awaitable
 from typing import Any
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import CloseConnectionRequest, Deferred, error_fields, respond
+from samsa.broker.authorizer import authorize
 from samsa.broker.internal_topics import refuse_client_change
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
@@ -38,6 +43,8 @@ from samsa.errors import (
     InvalidRecordError,
     InvalidRequiredAcksError,
     KafkaError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicIdError,
     for_code,
 )
@@ -50,6 +57,7 @@ from samsa.storage.validator import RecordValidationError
 from samsa.types import TopicPartition
 
 API_KEY = 0
+WRITE, TOPIC = AclOperation.WRITE, ResourceType.TOPIC
 
 
 def _one_batch(records: Any) -> bytes:
@@ -84,15 +92,22 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
         failed: KafkaError | None = None
         # acks=all: every partition is appended first, then all wait for their ISRs at once.
         replicating: list[tuple[dict[str, Any], Awaitable[ErrorCode]]] = []
+        refused = _transaction_refused(getattr(body, "transactional_id", None))
         for topic in body.topic_data or ():
             name = getattr(topic, "name", None)
             if name is None:
                 info = metadata.by_id(topic.topic_id)
                 name = info.name if info is not None else None
+            if refused is None and name is not None and not authorize(WRITE, TOPIC, name):
+                topic_refused: KafkaError | None = TopicAuthorizationFailedError(name)
+            else:
+                topic_refused = refused
             partitions = []
             for data in topic.partition_data or ():
                 entry: dict[str, Any] = {"index": data.index, "log_start_offset": -1}
                 try:
+                    if topic_refused is not None:
+                        raise topic_refused
                     if name is None:
                         raise UnknownTopicIdError(f"no topic has id {topic.topic_id}")
                     if acks not in (0, 1, -1):
@@ -151,6 +166,14 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
         return respond(header, {"responses": topics, "throttle_time": 0})
 
     registry.add(API_KEY, 0, 13, handle)
+
+
+def _transaction_refused(transactional_id: str | None) -> KafkaError | None:
+    if transactional_id is None or authorize(
+        WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        return None
+    return TransactionalIdAuthorizationFailedError(transactional_id)
 
 
 def topic_id_of(topic: Any) -> Any:

@@ -7,7 +7,10 @@ epoch would overflow). A request with a transactional id goes to the
 transaction coordinator, which bumps the id's epoch (fencing earlier producers,
 aborting their open transaction) and creates ``__transaction_state`` first if
 needed. PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below version 4,
-which introduced it.
+which introduced it. With the authorizer on, a transactional id needs WRITE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED),
+as Kafka's.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import respond
+from samsa.broker.authorizer import authorize, authorize_any, authorize_cluster
 from samsa.broker.handlers.transactions import for_version
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.topic_manager import TopicManager
@@ -38,6 +43,9 @@ def register(
     async def handle(header: RequestHeader, body: Any) -> Any:
         producer_id = getattr(body, "producer_id", -1)
         epoch = getattr(body, "producer_epoch", -1)
+        if refused := _refused(body.transactional_id):
+            return respond(header, {"throttle_time": 0, "error_code": refused, "producer_id": -1,
+                                    "producer_epoch": -1})  # fmt: skip
         if body.transactional_id is not None:
             if body.transactional_id:  # an empty id is refused without creating anything
                 await topics.ensure_transaction_topic()
@@ -61,3 +69,15 @@ def register(
         )  # fmt: skip
 
     registry.add(API_KEY, 0, 5, handle)
+
+
+def _refused(transactional_id: str | None) -> ErrorCode:
+    if transactional_id is not None:
+        if authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            return ErrorCode.NONE
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if authorize_cluster(AclOperation.IDEMPOTENT_WRITE) or authorize_any(
+        AclOperation.WRITE, ResourceType.TOPIC
+    ):
+        return ErrorCode.NONE
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED

@@ -5,17 +5,20 @@ coordinator epoch and the first offset of its ongoing transaction (-1 when
 none), from the partition's producer state. A partition not hosted here is
 UNKNOWN_TOPIC_OR_PARTITION. Deviation: producers are never expired
 (``producer.id.expiration.ms`` is not applied), so every producer the
-partition's log remembers is listed.
+partition's log remembers is listed. With the authorizer on, each topic needs READ
+(TOPIC_AUTHORIZATION_FAILED), as Kafka's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import error_fields, respond
+from samsa.broker.authorizer import authorize
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.errors import ErrorCode, KafkaError
+from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -28,10 +31,13 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
         topics = []
         for topic in body.topics:
             partitions = []
+            readable = authorize(AclOperation.READ, ResourceType.TOPIC, topic.name)
             for index in topic.partition_indexes:
                 entry: dict[str, Any] = {"partition_index": index, "error_code": ErrorCode.NONE,
                                          "error_message": None, "active_producers": []}  # fmt: skip
                 try:
+                    if not readable:
+                        raise TopicAuthorizationFailedError(topic.name)
                     entry["active_producers"] = [
                         {
                             "producer_id": producer.producer_id,

@@ -12,7 +12,8 @@ under way: the replicas while it runs (target first), the ones being added and
 the ones being removed. Deviation: no replication throttle
 (``leader.replication.throttled.rate``): a move copies as fast as followers fetch.
 A single node has nothing to move: a target naming only itself changes
-nothing, any other broker is INVALID_REPLICA_ASSIGNMENT.
+nothing, any other broker is INVALID_REPLICA_ASSIGNMENT. With the authorizer on,
+Alter needs ALTER on the cluster and List DESCRIBE (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from samsa.acl import AclOperation
 from samsa.broker.api import respond
+from samsa.broker.authorizer import authorize_cluster
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
 from samsa.cluster.reassignment import Reassignment
@@ -29,6 +32,7 @@ from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
 ALTER, LIST = 45, 46
+_CLUSTER_DENIED = "Cluster authorization failed."
 
 Results = dict[TopicPartition, tuple[ErrorCode, str | None]]
 Reassign = Callable[[dict[TopicPartition, tuple[int, ...] | None]], Awaitable[Results | None]]
@@ -65,6 +69,10 @@ def register(
     moves: ListMoves,
 ) -> None:
     async def alter(header: RequestHeader, body: Any) -> Any:
+        if not authorize_cluster(AclOperation.ALTER):
+            return respond(header, {"throttle_time": 0, "responses": [],
+                                    "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                    "error_message": _CLUSTER_DENIED})  # fmt: skip
         allow_resize = getattr(body, "allow_replication_factor_change", True)
         targets: dict[TopicPartition, tuple[int, ...] | None] = {}
         refused: Results = {}
@@ -100,6 +108,10 @@ def register(
         })  # fmt: skip
 
     async def list_moves(header: RequestHeader, body: Any) -> Any:
+        if not authorize_cluster(AclOperation.DESCRIBE):
+            return respond(header, {"throttle_time": 0, "topics": [],
+                                    "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                    "error_message": _CLUSTER_DENIED})  # fmt: skip
         wanted = None
         if body.topics is not None:
             wanted = [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]

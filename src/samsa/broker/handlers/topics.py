@@ -4,14 +4,18 @@ The topic manager (:mod:`samsa.broker.topic_manager`) makes the change; this
 module translates requests and responses. Topic configs are checked against
 Kafka's topic-level names here (INVALID_CONFIG otherwise). Internal topics
 cannot be deleted (INVALID_TOPIC_EXCEPTION, a deviation: see
-:mod:`samsa.broker.internal_topics`).
+:mod:`samsa.broker.internal_topics`). With the authorizer on, creating a topic
+needs CREATE on the cluster or on the topic, deleting one DELETE on it
+(TOPIC_AUTHORIZATION_FAILED per topic), as Kafka's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import error_fields, respond
+from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BrokerConfig
 from samsa.broker.internal_topics import refuse_client_change
 from samsa.broker.metadata_cache import MetadataCache
@@ -23,6 +27,7 @@ from samsa.errors import (
     InvalidConfigError,
     KafkaError,
     PolicyViolationError,
+    TopicAuthorizationFailedError,
     TopicDeletionDisabledError,
     UnknownTopicIdError,
 )
@@ -33,6 +38,7 @@ from samsa.storage.log_config import TOPIC_CONFIG
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 MAX_PARTITIONS_PER_REQUEST = 10_000
+TOPIC = ResourceType.TOPIC
 
 
 def _requested_partitions(config: BrokerConfig, topic: Any) -> int:
@@ -68,7 +74,7 @@ def register(
     topics: TopicManager,
 ) -> None:
     async def create_one(
-        topic: Any, validate_only: bool, over_limit: bool, timeout_ms: int
+        topic: Any, validate_only: bool, over_limit: bool, timeout_ms: int, cluster_create: bool
     ) -> dict[str, Any]:
         name = topic.name
         try:
@@ -78,6 +84,8 @@ def register(
                     "Excessively large number of partitions per request: more than "
                     f"{MAX_PARTITIONS_PER_REQUEST}"
                 )
+            if not cluster_create and not authorize(AclOperation.CREATE, TOPIC, name):
+                raise TopicAuthorizationFailedError(f"not authorized to create {name}")
             created = await topics.create_topic(
                 _new_topic(topic), validate_only=validate_only, timeout_ms=timeout_ms
             )
@@ -98,8 +106,10 @@ def register(
         total = sum(max(_requested_partitions(config(), t), 0) for t in body.topics)
         over = total > MAX_PARTITIONS_PER_REQUEST
         timeout_ms = duration_ms(body.timeout)
+        cluster_create = authorize_cluster(AclOperation.CREATE)
         results = [
-            await create_one(topic, validate_only, over, timeout_ms) for topic in body.topics
+            await create_one(topic, validate_only, over, timeout_ms, cluster_create)
+            for topic in body.topics
         ]
         return respond(header, {"throttle_time": 0, "topics": results})
 
@@ -118,6 +128,8 @@ def register(
                     if found is None:
                         raise UnknownTopicIdError(f"no topic has id {topic_id}")
                     name = found.name
+                if not authorize(AclOperation.DELETE, TOPIC, name or ""):
+                    raise TopicAuthorizationFailedError(f"not authorized to delete {name}")
                 refuse_client_change(metadata, name or "", "delete")
                 info = await topics.delete_topic(name or "", timeout_ms=duration_ms(body.timeout))
                 results.append(

@@ -16,7 +16,7 @@ Versions and deviations:
 * AddPartitionsToTxn 4+ (Kafka's broker-to-coordinator form) is served with any
   number of transactions: ``verify_only`` answers per partition whether it is in
   the ongoing transaction and changes nothing; without it the partitions are
-  added as by versions 0–3. No authorization is checked (no ACLs here).
+  added as by versions 0–3.
 * Transaction version 1 semantics only (this broker advertises no
   ``transaction.version`` feature): EndTxn 5 answers producer id and epoch -1, as
   Kafka does for transaction version 1 clients, and TxnOffsetCommit 5 still
@@ -28,6 +28,16 @@ Versions and deviations:
   coordinator checks the member and each partition and answers each partition's
   code, that of a failed append too (Kafka 4's mapping,
   :mod:`samsa.coordinator.errors`).
+
+With the authorizer on, each API checks what Kafka checks: AddPartitionsToTxn
+(versions 0–3), AddOffsetsToTxn, EndTxn and TxnOffsetCommit need WRITE on the
+transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); AddPartitionsToTxn
+also WRITE on each topic (TOPIC_AUTHORIZATION_FAILED, the other partitions
+OPERATION_NOT_ATTEMPTED) and, from version 4 (broker to coordinator),
+CLUSTER_ACTION on the cluster; AddOffsetsToTxn and TxnOffsetCommit need READ on
+the group (GROUP_AUTHORIZATION_FAILED), TxnOffsetCommit READ on each topic;
+DescribeTransactions needs DESCRIBE on each id and shows only the topics the
+caller may DESCRIBE; ListTransactions lists the ids the caller may DESCRIBE.
 """
 
 from __future__ import annotations
@@ -36,7 +46,9 @@ import datetime
 from collections.abc import Callable
 from typing import Any
 
+from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import respond
+from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.registry import ApiRegistry
@@ -55,6 +67,13 @@ from samsa.types import TopicPartition
 
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+READ, WRITE, DESCRIBE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE
+TOPIC, GROUP, TRANSACTIONAL_ID = (
+    ResourceType.TOPIC,
+    ResourceType.GROUP,
+    ResourceType.TRANSACTIONAL_ID,
+)
 
 
 def _instant(timestamp_ms: int) -> datetime.datetime:
@@ -107,7 +126,17 @@ def register(
         wanted = list(
             dict.fromkeys(TopicPartition(t.name, p) for t in topics for p in t.partitions)
         )
-        if verify_only:
+        refused = {tp for tp in wanted if version < 4 and not authorize(WRITE, TOPIC, tp.topic)}
+        if version < 4 and not authorize(WRITE, TRANSACTIONAL_ID, transactional_id):
+            codes = dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif refused:
+            codes = {
+                tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                if tp in refused
+                else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for tp in wanted
+            }
+        elif verify_only:
             codes = coordinator.verify_partitions(transactional_id, producer_id, epoch, wanted)
         elif any(metadata.leadership(tp) is None for tp in wanted):
             codes = {
@@ -131,6 +160,9 @@ def register(
 
     async def add_partitions_to_txn(header: RequestHeader, body: Any) -> Any:
         version = header.api_version
+        if version >= 4 and not authorize_cluster(AclOperation.CLUSTER_ACTION):
+            return respond(header, {"throttle_time": 0, "results_by_transaction": [],
+                                    "error_code": CLUSTER_DENIED})  # fmt: skip
         if version >= 4:
             results = []
             for t in body.transactions:
@@ -150,6 +182,15 @@ def register(
 
     # -- AddOffsetsToTxn, EndTxn -------------------------------------------------------
     async def add_offsets_to_txn(header: RequestHeader, body: Any) -> Any:
+        if not authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id):
+            return respond(
+                header,
+                {"throttle_time": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED},
+            )
+        if not authorize(READ, GROUP, body.group_id):
+            return respond(
+                header, {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+            )
         await topic_manager.ensure_offsets_topic()  # its partition gets this transaction's marker
         error = await coordinator.add_offsets(
             body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
@@ -158,6 +199,16 @@ def register(
         return respond(header, {"throttle_time": 0, "error_code": error})
 
     async def end_txn(header: RequestHeader, body: Any) -> Any:
+        if not authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id):
+            return respond(
+                header,
+                {
+                    "throttle_time": 0,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                },
+            )
         error = await coordinator.end_txn(
             body.transactional_id, body.producer_id, body.producer_epoch, body.committed
         )
@@ -177,6 +228,13 @@ def register(
         return for_version(error, header.api_version, fenced_since=0, abortable_since=4)
 
     async def txn_offset_commit(header: RequestHeader, body: Any) -> Any:
+        if refusal := _offset_commit_refusal(body):
+            return respond(header, {"throttle_time": 0, "topics": [
+                {"name": t.name, "partitions": [
+                    {"partition_index": p.partition_index, "error_code": refusal}
+                    for p in t.partitions
+                ]} for t in body.topics
+            ]})  # fmt: skip
         member = OffsetCommitMember(
             body.group_id,
             getattr(body, "generation_id", -1),
@@ -194,17 +252,25 @@ def register(
             )
             for topic in body.topics
             for p in topic.partitions
+            if authorize(READ, TOPIC, topic.name)
         ]
-        codes = await groups.commit_transactional_offsets(
-            member,
-            body.producer_id,
-            body.producer_epoch,
-            requested,
-            producer_error=producer_error(header, body),
-            metadata_max_bytes=metadata_max_bytes,
-            before_write=topic_manager.ensure_offsets_topic,
-        )
-        by_partition = {p.tp: code for p, code in zip(requested, codes, strict=True)}
+        codes = []
+        if requested:  # not when every topic was refused
+            codes = await groups.commit_transactional_offsets(
+                member,
+                body.producer_id,
+                body.producer_epoch,
+                requested,
+                producer_error=producer_error(header, body),
+                metadata_max_bytes=metadata_max_bytes,
+                before_write=topic_manager.ensure_offsets_topic,
+            )
+        by_partition = {
+            TopicPartition(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            for t in body.topics
+            for p in t.partitions
+        }
+        by_partition.update({p.tp: code for p, code in zip(requested, codes, strict=True)})
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, code in by_partition.items():
             topics.setdefault(tp.topic, []).append(
@@ -218,9 +284,18 @@ def register(
     # -- admin -------------------------------------------------------------------------
     async def describe_transactions(header: RequestHeader, body: Any) -> Any:
         states = []
-        for d in coordinator.describe_transactions(body.transactional_ids):
+        ids = body.transactional_ids
+        for transactional_id in ids:
+            if not authorize(DESCRIBE, TRANSACTIONAL_ID, transactional_id):
+                states.append({"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                               "transactional_id": transactional_id,
+                               "transaction_start_time": _instant(0)})  # fmt: skip
+        allowed = [i for i in ids if authorize(DESCRIBE, TRANSACTIONAL_ID, i)]
+        for d in coordinator.describe_transactions(allowed) if allowed else ():
             topics: dict[str, list[int]] = {}
             for tp in d.partitions:
+                if not authorize(DESCRIBE, TOPIC, tp.topic):
+                    continue
                 topics.setdefault(tp.topic, []).append(tp.partition)
             if d.error:
                 # Kafka leaves the other fields at their defaults (zeros, no state).
@@ -251,8 +326,16 @@ def register(
                 {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
                  "transaction_state": t.state}
                 for t in listed
+                if authorize(DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)
             ],
         })  # fmt: skip
+
+    def _offset_commit_refusal(body: Any) -> ErrorCode:
+        if not authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if not authorize(READ, GROUP, body.group_id):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return ErrorCode.NONE
 
     registry.add(ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn)
     registry.add(ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn)

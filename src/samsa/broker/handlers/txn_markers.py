@@ -5,15 +5,20 @@ coordinator, see :meth:`ReplicaManager.write_txn_marker`); every partition
 gets its own error code. Version 0 (removed in Kafka 4) is served as version 1.
 Version 2 carries the transaction version: with 2 (KIP-890) a marker must
 come with an epoch above the producer's, which the coordinator bumped.
+With the authorizer on, it needs ALTER or CLUSTER_ACTION on the cluster (every
+partition answers CLUSTER_AUTHORIZATION_FAILED otherwise), as Kafka's.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from samsa.acl import AclOperation
 from samsa.broker.api import respond
+from samsa.broker.authorizer import authorize_cluster
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
+from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -23,6 +28,9 @@ API_KEY = 27
 def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
+        allowed = authorize_cluster(AclOperation.ALTER) or authorize_cluster(
+            AclOperation.CLUSTER_ACTION
+        )
         markers = []
         for marker in body.markers:
             transaction_version = getattr(marker, "transaction_version", 0)
@@ -30,6 +38,14 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
             for topic in marker.topics:
                 partitions = []
                 for index in topic.partition_indexes:
+                    if not allowed:
+                        partitions.append(
+                            {
+                                "partition_index": index,
+                                "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                            }
+                        )
+                        continue
                     code = await replicas.write_txn_marker(
                         TopicPartition(topic.name, index),
                         marker.producer_id,

@@ -1,5 +1,15 @@
 """The admin client (:class:`AsyncAdmin`, :class:`Admin`) and the values it takes and returns."""
 
+from samsa.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+)
+from samsa.acl import ResourceType as AclResourceType
 from samsa.client.admin.client import Admin, AsyncAdmin
 from samsa.client.admin.replicas import (
     ElectionType,
@@ -30,6 +40,12 @@ from samsa.client.admin.types import (
 from samsa.client.admin.users import ScramUpsertion
 
 __all__ = [
+    "AccessControlEntry",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "AclResourceType",
     "Admin",
     "AlterConfigOp",
     "AlterConfigOpType",
@@ -51,7 +67,9 @@ __all__ = [
     "OffsetSpec",
     "PartitionDescription",
     "PartitionReassignment",
+    "PatternType",
     "ReplicaInfo",
+    "ResourcePattern",
     "ResourceType",
     "ScramUpsertion",
     "TopicDescription",

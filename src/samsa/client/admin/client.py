@@ -1,4 +1,4 @@
-"""The admin client: topics, configs, groups, offsets, records and the cluster.
+"""The admin client: topics, configs, groups, offsets, records, ACLs and the cluster.
 
 :class:`AsyncAdmin` is the asyncio core; :class:`Admin` runs it on a private
 event-loop thread and offers the same methods, blocking. Calls that act on
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from samsa.client.admin.acls import AclAdmin
 from samsa.client.admin.groups import GroupAdmin
 from samsa.client.admin.records import RecordAdmin
 from samsa.client.admin.replicas import ReplicaAdmin
@@ -27,7 +28,7 @@ from samsa.client.portal import LoopThread, blocking
 __all__ = ["Admin", "AsyncAdmin"]
 
 
-class AsyncAdmin(TopicAdmin, GroupAdmin, RecordAdmin, ReplicaAdmin, UserAdmin):
+class AsyncAdmin(TopicAdmin, GroupAdmin, RecordAdmin, ReplicaAdmin, UserAdmin, AclAdmin):
     """Kafka's admin operations, asyncio flavour. Use ``async with AsyncAdmin(config)``
     or call :meth:`start` (done on first use) and :meth:`close`."""
 
@@ -80,6 +81,9 @@ class Admin:
     describe_api_versions = blocking(AsyncAdmin.describe_api_versions)
     elect_leaders = blocking(AsyncAdmin.elect_leaders)
     describe_log_dirs = blocking(AsyncAdmin.describe_log_dirs)
+    create_acls = blocking(AsyncAdmin.create_acls)
+    describe_acls = blocking(AsyncAdmin.describe_acls)
+    delete_acls = blocking(AsyncAdmin.delete_acls)
     alter_partition_reassignments = blocking(AsyncAdmin.alter_partition_reassignments)
     list_partition_reassignments = blocking(AsyncAdmin.list_partition_reassignments)
     describe_user_scram_credentials = blocking(AsyncAdmin.describe_user_scram_credentials)
