@@ -11,6 +11,7 @@ from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.dynamic_config import DynamicBrokerConfig
 from samsa.broker.handlers import (
     api_versions,
+    client_quotas,
     cluster,
     configs,
     elections,
@@ -30,6 +31,8 @@ from samsa.broker.handlers import (
     txn_markers,
 )
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.quota.manager import ClientQuotas
+from samsa.broker.quota.store import QuotaStore
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.broker.topic_manager import TopicManager
@@ -60,6 +63,8 @@ class Services:
         elect_leaders: elections.Elect,
         reassign: reassignments.Reassign,
         list_reassignments: reassignments.ListMoves,
+        client_quotas: ClientQuotas,
+        quota_store: QuotaStore,
     ) -> None:
         self.node_id = node_id
         self.current_config = config
@@ -74,6 +79,8 @@ class Services:
         self.elect_leaders = elect_leaders
         self.reassign = reassign
         self.list_reassignments = list_reassignments
+        self.client_quotas = client_quotas
+        self.quota_store = quota_store
 
     @property
     def config(self) -> BrokerConfig:
@@ -91,8 +98,16 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     api_versions.register(registry)
     metadata.register(registry, s)
     topics.register(registry, config=config, metadata=s.metadata, topics=s.topics)
-    produce.register(registry, metadata=s.metadata, replicas=s.replica_manager)
-    fetch.register(registry, config=config, metadata=s.metadata, replicas=s.replica_manager)
+    produce.register(
+        registry, metadata=s.metadata, replicas=s.replica_manager, quotas=s.client_quotas
+    )
+    fetch.register(
+        registry,
+        config=config,
+        metadata=s.metadata,
+        replicas=s.replica_manager,
+        quotas=s.client_quotas,
+    )
     list_offsets.register(registry, replicas=s.replica_manager)
     leader_epochs.register(registry, replicas=s.replica_manager)
     producer_id.register(
@@ -127,3 +142,4 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
         registry, metadata=s.metadata, reassign=s.reassign, moves=s.list_reassignments
     )
     producers.register(registry, replicas=s.replica_manager)
+    client_quotas.register(registry, s)

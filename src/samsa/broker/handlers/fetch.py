@@ -23,6 +23,11 @@ Only the leader serves a partition: other brokers answer
 NOT_LEADER_OR_FOLLOWER, and a ``current_leader_epoch`` older or newer than
 the leader's is FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH (KIP-320).
 Deviation: no fetching from followers for consumers (KIP-392).
+
+A consumer with a ``consumer_byte_rate`` is never sent more than its quota
+allows over the measured window; a response that would take it over the quota
+is not sent: the consumer gets an empty response with ``throttle_time_ms`` and
+is muted for that long, and the bytes are not counted (Kafka's behaviour).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any
 from samsa.broker.api import RawResponse
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.quota.manager import ClientQuotas, request_throttle
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode, KafkaError, UnknownTopicIdError
@@ -51,13 +57,16 @@ def register(
     config: Callable[[], BrokerConfig],
     metadata: MetadataCache,
     replicas: ReplicaManager,
+    quotas: ClientQuotas,
 ) -> None:
     broker_max_bytes = int(config()["fetch.max.bytes"])
 
     def read_all(
-        body: Any, names: list[str | None], follower: int
+        body: Any, names: list[str | None], follower: int, quota_bytes: float | None
     ) -> tuple[list[FetchTopic], int, bool]:
         remaining = min(body.max_bytes, broker_max_bytes)
+        if quota_bytes is not None:
+            remaining = min(remaining, int(quota_bytes))
         committed = body.isolation_level == READ_COMMITTED and follower < 0
         total = 0
         failed = False
@@ -132,7 +141,11 @@ def register(
             else getattr(body, "replica_id", -1)
         )
         deadline = time.monotonic() + body.max_wait.total_seconds()
-        topics, total, failed = read_all(body, names, follower)
+        requester = quotas.requester(header.client_id)
+        quota_bytes = None
+        if follower < 0 and quotas.fetch.enabled:
+            quota_bytes = quotas.fetch.max_value_in_window(*requester)
+        topics, total, failed = read_all(body, names, follower, quota_bytes)
         tps = [
             TopicPartition(name, p.partition)
             for topic, name in zip(body.topics, names, strict=True)
@@ -144,8 +157,17 @@ def register(
             if left <= 0:
                 break
             await replicas.wait_for_data(tps, left)
-            topics, total, failed = read_all(body, names, follower)
+            topics, total, failed = read_all(body, names, follower, quota_bytes)
         chunks, size = encode_fetch_response(header.api_version, header.correlation_id, topics)
+        if quota_bytes is not None:
+            throttle_ms = quotas.fetch.record(*requester, size)
+            if throttle_ms > 0:
+                # Not sent, so not counted: the consumer asks again once unmuted.
+                quotas.fetch.unrecord(*requester, size)
+                request_throttle().add(throttle_ms)
+                chunks, size = encode_fetch_response(
+                    header.api_version, header.correlation_id, [], throttle_time_ms=throttle_ms
+                )
         return RawResponse(chunks, size)
 
     registry.add(API_KEY, 4, 17, handle)

@@ -1,6 +1,7 @@
 """The admin client (:class:`AsyncAdmin`, :class:`Admin`) and the values it takes and returns."""
 
 from samsa.client.admin.client import Admin, AsyncAdmin
+from samsa.client.admin.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent
 from samsa.client.admin.replicas import (
     ElectionType,
     LogDirDescription,
@@ -33,6 +34,8 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "AsyncAdmin",
+    "ClientQuotaAlteration",
+    "ClientQuotaFilterComponent",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigResource",

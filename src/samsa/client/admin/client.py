@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from samsa.client.admin.groups import GroupAdmin
+from samsa.client.admin.quotas import QuotaAdmin
 from samsa.client.admin.records import RecordAdmin
 from samsa.client.admin.replicas import ReplicaAdmin
 from samsa.client.admin.topics import TopicAdmin
@@ -26,7 +27,7 @@ from samsa.client.portal import LoopThread, blocking
 __all__ = ["Admin", "AsyncAdmin"]
 
 
-class AsyncAdmin(TopicAdmin, GroupAdmin, RecordAdmin, ReplicaAdmin):
+class AsyncAdmin(TopicAdmin, GroupAdmin, RecordAdmin, ReplicaAdmin, QuotaAdmin):
     """Kafka's admin operations, asyncio flavour. Use ``async with AsyncAdmin(config)``
     or call :meth:`start` (done on first use) and :meth:`close`."""
 
@@ -80,3 +81,5 @@ class Admin:
     describe_log_dirs = blocking(AsyncAdmin.describe_log_dirs)
     alter_partition_reassignments = blocking(AsyncAdmin.alter_partition_reassignments)
     list_partition_reassignments = blocking(AsyncAdmin.list_partition_reassignments)
+    alter_client_quotas = blocking(AsyncAdmin.alter_client_quotas)
+    describe_client_quotas = blocking(AsyncAdmin.describe_client_quotas)
