@@ -456,10 +456,12 @@ class Connection(asyncio.Protocol):
     def _request_quota(quotas: ClientQuotas, header: Any, seconds: float, response: Any) -> Any:
         """Count a request's loop time against ``request_percentage``; a response over the
         quota carries the throttle (the larger, if its handler throttled it already)."""
+        throttle = current_throttle.get()
+        if throttle.exempt:
+            return response
         throttle_ms = quotas.record_request_time(header.client_id, seconds)
         if throttle_ms <= 0:
             return response
-        throttle = current_throttle.get()
         throttle.add(throttle_ms)
         if isinstance(response, RawResponse):
             chunks = with_throttle_time(header.api_version, response.chunks, throttle.ms)

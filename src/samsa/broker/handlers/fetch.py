@@ -142,6 +142,8 @@ def register(
         )
         deadline = time.monotonic() + body.max_wait.total_seconds()
         requester = quotas.requester(header.client_id)
+        if follower >= 0:
+            request_throttle().exempt = True
         quota_bytes = None
         if follower < 0 and quotas.fetch.enabled:
             quota_bytes = quotas.fetch.max_value_in_window(*requester)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.broker.api import respond
+from samsa.broker.quota.manager import request_throttle
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.protocol.codec import RequestHeader
@@ -23,6 +24,7 @@ API_KEY = 27
 def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
+        request_throttle().exempt = True  # sent by brokers: no request quota
         markers = []
         for marker in body.markers:
             transaction_version = getattr(marker, "transaction_version", 0)

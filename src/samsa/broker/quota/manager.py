@@ -11,7 +11,8 @@ Three quotas, each measured on its own (:mod:`samsa.broker.quota.rate`):
   counted, as Kafka does; a Fetch never asks more than the quota allows over
   the window (``quota × (quota.window.num - 1) × quota.window.size.seconds``);
 - ``request_percentage``: time the broker's loop spends on a client's requests,
-  in percent of one thread (100 = a whole thread), on every API but ApiVersions.
+  in percent of one thread (100 = a whole thread), on every API but ApiVersions
+  and the requests brokers send each other.
   Its throttle is at most one window, as Kafka bounds it.
 
 A request over a quota is answered at once with ``throttle_time_ms``, and its
@@ -55,6 +56,9 @@ class RequestThrottle:
     size: int = 0
     """Bytes of the request frame (what ``producer_byte_rate`` counts)."""
     ms: int = 0
+    exempt: bool = False
+    """A request between brokers (a follower's Fetch, WriteTxnMarkers): not counted
+    against ``request_percentage``, as Kafka exempts cluster actions."""
 
     def add(self, ms: int) -> None:
         self.ms = max(self.ms, ms)
