@@ -4,22 +4,19 @@ broker through the ``/config/changes`` notifications."""
 from __future__ import annotations
 
 import json
-import socket
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
-from tests.conftest import make_batch
-from tests.rawclient import read_response, request_frame
+from tests.integration.test_client_quotas import produce_throttle_ms
 
 from samsa import Admin
 from samsa.client.admin import ClientQuotaAlteration, ClientQuotaFilterComponent, NewTopic
 from samsa.testing.cluster import LocalCluster
 from samsa.testing.zookeeper import ZooKeeperServer
 
-PRODUCE = 0
 TIMEOUT_S = 30
 
 
@@ -45,27 +42,13 @@ def _address(cluster: LocalCluster, broker_id: int) -> str:
     return f"127.0.0.1:{cluster.brokers[broker_id].port}"
 
 
-def _produce_throttle_ms(address: str, topic: str, client_id: str, size: int) -> int:
-    batch = make_batch([b"v" * size], timestamp=int(time.time() * 1000))
-    values = {
-        "transactional_id": None, "acks": 1, "timeout": 10_000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}],
-    }  # fmt: skip
-    host, port = address.rsplit(":", 1)
-    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
-        sock.sendall(request_frame(PRODUCE, 9, values, 1, client_id))
-        response = read_response(sock, PRODUCE, 9)
-    assert response.responses[0].partition_responses[0].error_code.value == 0
-    return int(response.throttle_time.total_seconds() * 1000)
-
-
 def test_a_quota_set_through_one_broker_throttles_a_client_of_another(
     pair: LocalCluster,
 ) -> None:
     topic, client = f"quota-{uuid.uuid4().hex[:8]}", f"client-{uuid.uuid4().hex[:8]}"
     with _admin(_address(pair, 1)) as admin:
         admin.create_topics([NewTopic(topic, replica_assignment={0: [2]})])
-        assert _produce_throttle_ms(_address(pair, 2), topic, client, 20_000) == 0
+        assert produce_throttle_ms(_address(pair, 2), topic, client, 20_000) == 0
         admin.alter_client_quotas(
             [ClientQuotaAlteration({"client-id": client}, {"producer_byte_rate": 1000})]
         )
@@ -73,7 +56,7 @@ def test_a_quota_set_through_one_broker_throttles_a_client_of_another(
     # Broker 2 learns it from the change notification: each attempt is a fresh client
     # rate, so a first request of 20 kB at 1 kB/s is throttled once the quota is there.
     deadline = time.monotonic() + TIMEOUT_S
-    while _produce_throttle_ms(_address(pair, 2), topic, client, 20_000) == 0:
+    while produce_throttle_ms(_address(pair, 2), topic, client, 20_000) == 0:
         assert time.monotonic() < deadline, "broker 2 never applied the quota"
         time.sleep(0.1)
 

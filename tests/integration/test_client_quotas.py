@@ -20,11 +20,10 @@ it with Kafka's default windows, over two eleven-second cycles.
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from tests.conftest import make_batch
 from tests.rawclient import exchange, read_response, request_frame
 
 from samsa import Admin
+from samsa.cli.main import main
 from samsa.client.admin import ClientQuotaAlteration, ClientQuotaFilterComponent, NewTopic
 from samsa.errors import InvalidRequestError
 from samsa.testing import BrokerProcess, start_broker
@@ -46,8 +46,8 @@ TIMEOUT_S = 20
 RATE = 200_000
 """The byte rate the producer and consumer are held to (bytes per second)."""
 MEASURED_S = 6.0
-CYCLE_END_S = 0.5
-"""A throttle this long ends a burst (the cycle is two one-second windows)."""
+CYCLE_END_S = 0.25
+"""A throttle this long ends a burst (one request's own is 16 kB / 200 kB/s = 0.08 s)."""
 RATE_BROKER = ["quota.window.num=2", "quota.window.size.seconds=1"]
 
 
@@ -107,9 +107,10 @@ def _produce_frame(topic: str, client_id: str, size: int, correlation_id: int = 
     return request_frame(PRODUCE, 9, values, correlation_id, client_id)
 
 
-def _produce_throttle_ms(broker: BrokerProcess, topic: str, client_id: str, size: int) -> int:
-    """The throttle time of one Produce request of ``size`` bytes from ``client_id``."""
-    host, port = broker.bootstrap.rsplit(":", 1)
+def produce_throttle_ms(address: str, topic: str, client_id: str, size: int) -> int:
+    """The throttle time of one Produce request of ``size`` bytes from ``client_id``, sent
+    to the broker at ``address`` on a connection of its own."""
+    host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
         sock.sendall(_produce_frame(topic, client_id, size))
         response = read_response(sock, PRODUCE, 9)
@@ -246,21 +247,21 @@ def test_a_client_within_its_quota_is_not_throttled(broker: BrokerProcess) -> No
     topic, client = _topic(broker), _name("client")
     _alter(broker, {"client-id": client}, producer_byte_rate=10_000_000)
 
-    assert _produce_throttle_ms(broker, topic, client, 100_000) == 0
+    assert produce_throttle_ms(broker.bootstrap, topic, client, 100_000) == 0
 
 
 def test_the_most_specific_entity_sets_a_clients_quota(own_broker: BrokerProcess) -> None:
     topic, client = _topic(own_broker), _name("client")
     _alter(own_broker, {"client-id": client}, producer_byte_rate=1000)
-    assert _produce_throttle_ms(own_broker, topic, client, 20_000) > 0
+    assert produce_throttle_ms(own_broker.bootstrap, topic, client, 20_000) > 0
 
     # users/<default> comes before clients/<client-id>: a generous default user quota wins.
     _alter(own_broker, {"user": None}, producer_byte_rate=100_000_000)
-    assert _produce_throttle_ms(own_broker, topic, client, 20_000) == 0
+    assert produce_throttle_ms(own_broker.bootstrap, topic, client, 20_000) == 0
 
     # users/<user>/clients/<client-id> comes before everything.
     _alter(own_broker, {"user": "ANONYMOUS", "client-id": client}, producer_byte_rate=1000)
-    assert _produce_throttle_ms(own_broker, topic, client, 20_000) > 0
+    assert produce_throttle_ms(own_broker.bootstrap, topic, client, 20_000) > 0
 
 
 def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(
@@ -417,29 +418,38 @@ def test_client_quotas_survive_a_broker_restart(own_broker: BrokerProcess) -> No
     assert _describe(own_broker) == {
         (("client-id", client), ("user", None)): {"producer_byte_rate": 1000.0}
     }
-    assert _produce_throttle_ms(own_broker, topic, client, 20_000) > 0
+    assert produce_throttle_ms(own_broker.bootstrap, topic, client, 20_000) > 0
 
 
-def _samsa(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from samsa.cli.main import main; raise SystemExit(main())",
-         *args],
-        check=False, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+@dataclass
+class _Run:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def test_samsa_configs_alters_and_describes_a_users_quotas(broker: BrokerProcess) -> None:
+def _samsa(capsys: pytest.CaptureFixture[str], *args: str) -> _Run:
+    """``samsa ARGS`` run in this process (the tool is the same code as the command)."""
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return _Run(code, out, err)
+
+
+def test_samsa_configs_alters_and_describes_a_users_quotas(
+    broker: BrokerProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
     user = _name("user")
-    altered = _samsa("configs", "--bootstrap-server", broker.bootstrap, "--alter",
+    altered = _samsa(capsys, "configs", "--bootstrap-server", broker.bootstrap, "--alter",
                      "--entity-type", "users", "--entity-name", user,
                      "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")  # fmt: skip
     assert altered.returncode == 0, altered.stderr
     assert altered.stdout == f"Completed updating config for user-principal '{user}'.\n"
 
-    _samsa("configs", "--bootstrap-server", broker.bootstrap, "--alter",
+    _samsa(capsys, "configs", "--bootstrap-server", broker.bootstrap, "--alter",
            "--entity-type", "users", "--entity-name", user,
            "--delete-config", "consumer_byte_rate")  # fmt: skip
-    described = _samsa("configs", "--bootstrap-server", broker.bootstrap, "--describe",
+    described = _samsa(capsys, "configs", "--bootstrap-server", broker.bootstrap, "--describe",
                        "--entity-type", "users", "--entity-name", user)  # fmt: skip
 
     assert described.returncode == 0, described.stderr
@@ -448,8 +458,10 @@ def test_samsa_configs_alters_and_describes_a_users_quotas(broker: BrokerProcess
     )
 
 
-def test_samsa_configs_refuses_an_unknown_quota_key(broker: BrokerProcess) -> None:
-    result = _samsa("configs", "--bootstrap-server", broker.bootstrap, "--alter",
+def test_samsa_configs_refuses_an_unknown_quota_key(
+    broker: BrokerProcess, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = _samsa(capsys, "configs", "--bootstrap-server", broker.bootstrap, "--alter",
                     "--entity-type", "clients", "--entity-default",
                     "--add-config", "bogus_rate=5")  # fmt: skip
 

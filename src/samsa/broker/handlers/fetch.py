@@ -141,11 +141,12 @@ def register(
             else getattr(body, "replica_id", -1)
         )
         deadline = time.monotonic() + body.max_wait.total_seconds()
-        requester = quotas.requester(header.client_id)
         if follower >= 0:
             request_throttle().exempt = True
         quota_bytes = None
+        requester = ("", "")
         if follower < 0 and quotas.fetch.enabled:
+            requester = quotas.requester(header.client_id)
             quota_bytes = quotas.fetch.max_value_in_window(*requester)
         topics, total, failed = read_all(body, names, follower, quota_bytes)
         tps = [

@@ -94,7 +94,14 @@ class ZkQuotaStore:
     async def start(self) -> None:
         """Read every entity, then follow the change notifications."""
         await self._read_all()
+        self._zk.client.add_state_listener(self._on_session_state)
         self._events.start()
+
+    def _on_session_state(self, state: str) -> None:
+        # A new session has none of the old one's watches: look at the notifications
+        # again (those made meanwhile are newer than the last one seen).
+        if state == "CONNECTED":
+            self._events.put("changes")
 
     async def stop(self) -> None:
         await self._events.stop()
