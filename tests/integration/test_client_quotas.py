@@ -39,6 +39,7 @@ from samsa.errors import InvalidRequestError
 from samsa.testing import BrokerProcess, start_broker
 
 PRODUCE = 0
+FETCH = 1
 METADATA = 3
 INVALID_REQUEST = 42
 QUIET = {"log_level": 3}
@@ -289,6 +290,30 @@ def _ends_a_burst(throttle_s: float) -> bool:
 def _ends_a_throttled_phase(throttle_s: float) -> bool:
     """librdkafka reports a throttle of 0 when a throttled phase is over."""
     return throttle_s == 0
+
+
+@pytest.mark.parametrize("version", [11, 12])  # the response header grew a byte at 12
+def test_a_fetch_over_request_percentage_carries_the_throttle_time(
+    broker: BrokerProcess, version: int
+) -> None:
+    topic, client = _topic(broker), _name("client")
+    _alter(broker, {"client-id": client}, request_percentage=0.01)
+    fetch = {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+            "log_start_offset": -1, "partition_max_bytes": 1 << 20,
+        }]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    }  # fmt: skip
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+        sock.sendall(request_frame(FETCH, version, fetch, 1, client))
+        response = read_response(sock, FETCH, version)
+
+    assert 0 < response.throttle_time.total_seconds() <= 1.0
+    assert response.responses[0].partitions[0].error_code.value == 0
 
 
 def _cycles(

@@ -50,6 +50,7 @@ from samsa.protocol.framing import FrameDecoder, FrameError
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+FETCH_KEY = 1
 _MAX_QUEUED_FRAMES = 64
 _MAX_LATER_RESPONSES = 64
 # A connection lost with this much of a frame received has its freed memory given back.
@@ -463,7 +464,8 @@ class Connection(asyncio.Protocol):
         if throttle_ms <= 0:
             return response
         throttle.add(throttle_ms)
-        if isinstance(response, RawResponse):
+        if isinstance(response, RawResponse):  # only Fetch answers already encoded
+            assert header.api_key == FETCH_KEY
             chunks = with_throttle_time(header.api_version, response.chunks, throttle.ms)
             return RawResponse(chunks, response.size)
         if hasattr(response, "throttle_time") and not isinstance(response, type):
