@@ -30,7 +30,11 @@ def exchange(bootstrap: str, api_key: int, version: int, values: dict[str, Any])
 
 
 def request_frame(
-    api_key: int, version: int, values: dict[str, Any], correlation_id: int = 1
+    api_key: int,
+    version: int,
+    values: dict[str, Any],
+    correlation_id: int = 1,
+    client_id: str = "rawclient",
 ) -> bytes:
     """A size-prefixed request frame built from ``values`` (fields left out get defaults)."""
     legacy = legacy_version(api_key, version)
@@ -45,7 +49,7 @@ def request_frame(
     entity_writer(header_cls)(
         body,
         build(header_cls, {"request_api_key": api_key, "request_api_version": version,
-                           "correlation_id": correlation_id, "client_id": "rawclient"}),
+                           "correlation_id": correlation_id, "client_id": client_id}),
     )  # fmt: skip
     entity_writer(request_cls)(body, build(request_cls, values))
     payload = body.getvalue()

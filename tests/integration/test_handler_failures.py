@@ -2,8 +2,8 @@
 
 The broker runs in this process (its real listener, real sockets), so a
 handler that fails can be plugged into its registry for an API key samsa does
-not serve: DescribeClientQuotas (48), whose response has a top-level error
-code, and AlterClientQuotas (49), whose response has none.
+not serve: UpdateFeatures (57), whose response has a top-level error code and
+message, and AlterReplicaLogDirs (34), whose response has none.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from samsa.errors import for_code
 from samsa.protocol.build import build
 from samsa.protocol.codec import RequestHeader
 
-DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+UPDATE_FEATURES, ALTER_REPLICA_LOG_DIRS = 57, 34
 UNKNOWN_SERVER_ERROR = -1
 NOT_CONTROLLER = 41
 
@@ -67,8 +67,8 @@ def _with_broker(
             {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data")}
         )
         broker = Broker(config)
-        broker.registry.add(DESCRIBE_CLIENT_QUOTAS, 0, 1, handler)
-        broker.registry.add(ALTER_CLIENT_QUOTAS, 0, 1, handler)
+        broker.registry.add(UPDATE_FEATURES, 0, 1, handler)
+        broker.registry.add(ALTER_REPLICA_LOG_DIRS, 1, 2, handler)
         await broker.start()
         try:
             await asyncio.wait_for(scenario(broker.bound[0].port), 30)
@@ -82,8 +82,8 @@ def test_a_handler_that_raises_is_answered_with_unknown_server_error(tmp_path: P
     async def scenario(port: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         for correlation_id in (1, 2):  # the connection stays usable
-            writer.write(_frame(DESCRIBE_CLIENT_QUOTAS, 1, correlation_id))
-            response = await _read_response(reader, DESCRIBE_CLIENT_QUOTAS, 1)
+            writer.write(_frame(UPDATE_FEATURES, 1, correlation_id))
+            response = await _read_response(reader, UPDATE_FEATURES, 1)
             assert response.error_code == UNKNOWN_SERVER_ERROR
             assert response.error_message == "ZeroDivisionError: a handler bug"
         writer.close()
@@ -97,8 +97,8 @@ def test_a_kafka_error_escaping_a_handler_is_answered_with_its_own_code(tmp_path
 
     async def scenario(port: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(_frame(DESCRIBE_CLIENT_QUOTAS, 1, 1))
-        response = await _read_response(reader, DESCRIBE_CLIENT_QUOTAS, 1)
+        writer.write(_frame(UPDATE_FEATURES, 1, 1))
+        response = await _read_response(reader, UPDATE_FEATURES, 1)
         assert response.error_code == NOT_CONTROLLER
         writer.close()
 
@@ -110,7 +110,7 @@ def test_a_handler_that_raises_without_an_error_code_to_answer_closes_the_connec
 ) -> None:
     async def scenario(port: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(_frame(ALTER_CLIENT_QUOTAS, 1, 1))
+        writer.write(_frame(ALTER_REPLICA_LOG_DIRS, 1, 1))
         assert await reader.read() == b""  # closed, with nothing sent
         writer.close()
 
@@ -124,9 +124,9 @@ def test_repeated_handler_failures_log_one_warning_per_connection_and_one_traceb
         for _ in range(3):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             for correlation_id in range(50):
-                writer.write(_frame(DESCRIBE_CLIENT_QUOTAS, 1, correlation_id))
+                writer.write(_frame(UPDATE_FEATURES, 1, correlation_id))
             for _ in range(50):
-                await _read_response(reader, DESCRIBE_CLIENT_QUOTAS, 1)
+                await _read_response(reader, UPDATE_FEATURES, 1)
             writer.close()
 
     with caplog.at_level(logging.WARNING, logger="samsa.broker.server"):

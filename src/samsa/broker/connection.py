@@ -14,6 +14,10 @@ the principal ``User:<DN>`` (mapped by ``ssl.principal.mapping.rules``). On a
 SASL listener the connection is served nothing but ApiVersions and the SASL
 exchange until it has authenticated (:mod:`samsa.broker.sasl_authenticator`).
 
+A request over its client's quota is answered at once with its
+``throttle_time_ms``; the connection then handles nothing more for that long
+(KIP-219, :mod:`samsa.broker.quota`): a timer, not a sleep in a handler.
+
 ``connections.max.idle.ms`` closes a connection that has sent nothing for that
 long (a half-sent frame included); ``queued.max.request.bytes`` bounds the
 bytes of requests held (:mod:`samsa.broker.memory_pool`).
@@ -22,11 +26,13 @@ bytes of requests held (:mod:`samsa.broker.memory_pool`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import struct
 import time
 from collections import deque
+from datetime import timedelta
 from typing import Any, Protocol, cast
 
 from samsa.broker.api import (
@@ -43,6 +49,8 @@ from samsa.broker.config import BrokerConfig
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.handlers.sasl import raw_token
 from samsa.broker.memory_pool import RequestMemoryPool, release_freed_memory
+from samsa.broker.quota.loop_time import LoopTimed
+from samsa.broker.quota.manager import ClientQuotas, RequestThrottle, current_throttle
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.sasl_authenticator import (
@@ -61,12 +69,14 @@ from samsa.protocol.codec import (
     peek_header,
 )
 from samsa.protocol.error_response import error_response
+from samsa.protocol.fetch_response import with_throttle_time
 from samsa.protocol.framing import FrameDecoder, FrameError
 from samsa.security.tls import TlsConfigError, distinguished_name
 
 log = logging.getLogger(__name__)
 
 API_VERSIONS_KEY = 18
+FETCH_KEY = 1
 _MAX_QUEUED_FRAMES = 64
 _MAX_LATER_RESPONSES = 64
 _PLAINTEXT = ListenerSecurity("PLAINTEXT")
@@ -87,6 +97,7 @@ class ConnectionHost(Protocol):
     connections_max_idle_s: float | None
     scram_credentials: ScramCredentials
     authorizer: Authorizer | None
+    client_quotas: ClientQuotas
 
     def connection_opened(self, connection: Connection) -> None: ...
 
@@ -141,6 +152,8 @@ class Connection(asyncio.Protocol):
         """Responses to write, in request order, once each is ready (see :class:`Deferred`)."""
         self._writer: asyncio.Task[None] | None = None
         self._close_after_write = False
+        self._unmuted_at = 0.0
+        """Loop time until which a throttled client's requests wait (0: not throttled)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
@@ -312,6 +325,8 @@ class Connection(asyncio.Protocol):
         current_authorizer.set(self.broker.authorizer)
         try:
             while True:
+                if self._unmuted_at:
+                    await self._throttled()
                 await self._writable.wait()
                 self._busy = bool(self._later)
                 frame = await self.queue.get()
@@ -319,7 +334,12 @@ class Connection(asyncio.Protocol):
                 if self._paused and self.queue.qsize() < _MAX_QUEUED_FRAMES // 2:
                     self._paused = False
                     self._update_reading()
+                throttle = RequestThrottle(len(frame))
+                current_throttle.set(throttle)
                 response = await self._handle(frame)
+                if throttle.ms > 0:
+                    loop = asyncio.get_running_loop()
+                    self._unmuted_at = loop.time() + throttle.ms / 1000
                 self._release(len(frame))
                 self._last_active = time.monotonic()
                 if isinstance(response, asyncio.Future):
@@ -350,6 +370,13 @@ class Connection(asyncio.Protocol):
         if writer is not None:
             await asyncio.wait([writer])
         self.close()
+
+    async def _throttled(self) -> None:
+        """Wait out a quota's throttle: this client's next request is not handled before."""
+        delay = self._unmuted_at - asyncio.get_running_loop().time()
+        self._unmuted_at = 0.0
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     def _ended_by(self, exc: Exception) -> None:
         """A serving task stopped on ``exc``: a close the protocol asked for, a broken
@@ -515,8 +542,14 @@ class Connection(asyncio.Protocol):
             raise _CloseConnection(f"unparseable request (key {api_key}): {exc}") from exc
         handler = registry.handler_for(api_key, api_version)
         assert handler is not None
+        quotas = self.broker.client_quotas
         try:
-            response: Any = await handler(header, body)
+            if quotas.request.enabled and api_key != API_VERSIONS_KEY:
+                timed: LoopTimed[Any] = LoopTimed(handler(header, body))
+                response: Any = await timed
+                response = self._request_quota(quotas, header, timed.seconds, response)
+            else:
+                response = await handler(header, body)
             if authenticator is not None and api_key in PRE_AUTHENTICATION_APIS:
                 self._after_sasl_step(authenticator)
             if isinstance(response, Deferred):
@@ -556,6 +589,25 @@ class Connection(asyncio.Protocol):
             self._close_after_write = False
             raise _CloseConnection("SASL authentication failed")
         return struct.pack(">i", len(answer)) + answer
+
+    @staticmethod
+    def _request_quota(quotas: ClientQuotas, header: Any, seconds: float, response: Any) -> Any:
+        """Count a request's loop time against ``request_percentage``; a response over the
+        quota carries the throttle (the larger, if its handler throttled it already)."""
+        throttle = current_throttle.get()
+        if throttle.exempt:
+            return response
+        throttle_ms = quotas.record_request_time(header.client_id, seconds)
+        if throttle_ms <= 0:
+            return response
+        throttle.add(throttle_ms)
+        if isinstance(response, RawResponse):  # only Fetch answers already encoded
+            assert header.api_key == FETCH_KEY
+            chunks = with_throttle_time(header.api_version, response.chunks, throttle.ms)
+            return RawResponse(chunks, response.size)
+        if hasattr(response, "throttle_time") and not isinstance(response, type):
+            return dataclasses.replace(response, throttle_time=timedelta(milliseconds=throttle.ms))
+        return response
 
     async def _finish(
         self, api_key: int, api_version: int, correlation_id: int, deferred: Deferred

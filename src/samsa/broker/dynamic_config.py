@@ -18,6 +18,10 @@ and ``log.cleaner.backoff.ms``. Any other key is refused as Kafka refuses a
 static one: INVALID_REQUEST, "Cannot update these configs dynamically".
 Thread counts are not accepted: samsa has no such pools to resize.
 
+Client quota entities (``users/<user>``, ``clients/<id>``,
+``users/<user>/clients/<id>``: :mod:`samsa.broker.quota`) of a single node are
+kept here too, as Kafka keeps them beside the broker configs under ``/config``.
+
 Persistence: ``samsa-dynamic-configs.json`` in every data directory, written
 atomically with a sequence number; at start the highest sequence wins, so the
 order of ``log.dirs`` does not matter. A file that cannot be read stops
@@ -90,6 +94,9 @@ class DynamicBrokerConfig:
         self.static = static
         self.per_broker: dict[str, str] = {}
         self.cluster_default: dict[str, str] = {}
+        self.client_quotas: dict[str, dict[str, str]] = {}
+        """Quota entity path → its quota configs (single node; a cluster keeps them in
+        ZooKeeper)."""
         self.current = static
         """The effective configuration: static overlaid by the default, then the broker layer."""
         self._sequence = 0
@@ -100,12 +107,17 @@ class DynamicBrokerConfig:
 
     def load(self) -> None:
         """Read the stored layers (blocking: run it off the event loop at start-up)."""
-        newest: tuple[int, dict[str, str], dict[str, str]] | None = None
+        newest: tuple[int, dict[str, str], dict[str, str], dict[str, dict[str, str]]] | None = None
         for directory in self.static.log_dirs:
             path = directory / DYNAMIC_CONFIG_FILE
             try:
                 raw = json.loads(path.read_bytes())
-                stored = (int(raw["sequence"]), _strings(raw["default"]), _strings(raw["broker"]))
+                stored = (
+                    int(raw["sequence"]),
+                    _strings(raw["default"]),
+                    _strings(raw["broker"]),
+                    {k: _strings(v) for k, v in dict(raw.get("client_quotas", {})).items()},
+                )
             except FileNotFoundError:
                 continue
             except OSError as exc:
@@ -122,6 +134,7 @@ class DynamicBrokerConfig:
         self._sequence = newest[0]
         self.cluster_default = self._usable(newest[1], "the cluster-wide default")
         self.per_broker = self._usable(newest[2], f"broker {self.static.node_id}")
+        self.client_quotas = newest[3]
         self.current = self._build(self.cluster_default, self.per_broker)
         if self.cluster_default or self.per_broker:
             log.info(
@@ -175,18 +188,36 @@ class DynamicBrokerConfig:
             config = self.validate(per_broker, props)
             default = self.cluster_default if per_broker else dict(props)
             mine = dict(props) if per_broker else self.per_broker
-            sequence = self._sequence + 1
-            data = json.dumps({"version": 1, "sequence": sequence, "default": default,
-                               "broker": mine}, indent=1, sort_keys=True).encode()  # fmt: skip
-            try:
-                await asyncio.to_thread(self._save, data)
-            except OSError as exc:
-                raise KafkaStorageError(f"storing dynamic broker configs failed: {exc}") from exc
-            self._sequence, self.cluster_default, self.per_broker = sequence, default, mine
+            await self._store(default, mine, self.client_quotas)
+            self.cluster_default, self.per_broker = default, mine
             self.current = config
             if self.on_change is not None:
                 self.on_change(config)
             log.info("dynamic broker configs now: default %s, broker %s", default, mine)
+
+    async def update_client_quotas(self, entities: Mapping[str, Mapping[str, str]]) -> None:
+        """Make ``entities`` (entity path → quota configs) the whole set of client quotas,
+        stored in every data dir."""
+        async with self._lock:
+            quotas = {path: dict(values) for path, values in entities.items() if values}
+            await self._store(self.cluster_default, self.per_broker, quotas)
+            self.client_quotas = quotas
+
+    async def _store(
+        self,
+        default: Mapping[str, str],
+        broker: Mapping[str, str],
+        client_quotas: Mapping[str, Mapping[str, str]],
+    ) -> None:
+        sequence = self._sequence + 1
+        document = {"version": 1, "sequence": sequence, "default": default, "broker": broker,
+                    "client_quotas": client_quotas}  # fmt: skip
+        data = json.dumps(document, indent=1, sort_keys=True).encode()
+        try:
+            await asyncio.to_thread(self._save, data)
+        except OSError as exc:
+            raise KafkaStorageError(f"storing dynamic configs failed: {exc}") from exc
+        self._sequence = sequence
 
     def _save(self, data: bytes) -> None:
         for directory in self.static.log_dirs:

@@ -41,6 +41,8 @@ from samsa.broker.marker_channel import TxnMarkerChannel
 from samsa.broker.memory_pool import RequestMemoryPool
 from samsa.broker.metadata_cache import LocalMetadataCache, MetadataCache
 from samsa.broker.partition import Partition
+from samsa.broker.quota.manager import ClientQuotas
+from samsa.broker.quota.store import LocalQuotaStore, QuotaStore, ZkQuotaStore
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
@@ -187,6 +189,18 @@ class Broker:
                 transaction_partitions=self.txn_coordinator.partitions,
                 on_partitions_deleted=self.group_coordinator.on_partitions_deleted,
             )
+        self.client_quotas = ClientQuotas(
+            config["quota.window.num"], config["quota.window.size.seconds"]
+        )
+        self.local_quotas: LocalQuotaStore | None = None
+        self.zk_quotas: ZkQuotaStore | None = None
+        quota_store: QuotaStore
+        if self.cluster is not None:
+            quota_store = self.zk_quotas = ZkQuotaStore(self.cluster.zk, self.client_quotas)
+        else:
+            quota_store = self.local_quotas = LocalQuotaStore(
+                self.dynamic_config, self.client_quotas
+            )
         reassign, list_moves = single_node_reassignments(self.metadata, self.node_id)
         if self.cluster is not None:
             controller = self.cluster.controller
@@ -227,6 +241,8 @@ class Broker:
                 reassign=reassign,
                 list_reassignments=list_moves,
                 scram_credentials=self.scram_credentials,
+                client_quotas=self.client_quotas,
+                quota_store=quota_store,
             ),
         )
         self.bound: list[BoundAddress] = []
@@ -287,6 +303,10 @@ class Broker:
         if self.acl_store is not None and self.authorizer is not None:
             await self.acl_store.start(self.authorizer)
         self.reconfigure(self.dynamic_config.current)
+        if self.local_quotas is not None:
+            self.local_quotas.load()
+        if self.zk_quotas is not None:
+            await self.zk_quotas.start()
         await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)
         if self.cluster is not None:
             # Leadership comes from ZooKeeper: leaders load their coordinators' state.
@@ -484,6 +504,8 @@ class Broker:
             await self.txn_coordinator.shutdown()
             if isinstance(self.acl_store, ZkAclStore):
                 await self.acl_store.stop()
+            if self.zk_quotas is not None:
+                await self.zk_quotas.stop()
             if self.cluster is not None:
                 # The session ends at once: the controller moves leadership without waiting
                 # for the session timeout (this broker's registration is gone).

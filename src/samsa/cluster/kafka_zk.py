@@ -255,6 +255,74 @@ class KafkaZk:
     async def get_topics_to_delete(self, watch: Watch = None) -> list[str]:
         return await self.client.get_children(zk_data.DELETE_TOPICS, watch=watch)
 
+    # -- entity configs (client quotas) and their change notifications ------------------
+
+    async def get_entity_config(self, entity_path: str) -> dict[str, str]:
+        """The config of ``users/<u>``, ``clients/<c>`` or ``users/<u>/clients/<c>`` ({} if
+        none or unreadable, logged)."""
+        path = zk_data.entity_config_path(entity_path)
+        found = await self.client.get_or_none(path)
+        if found is None:
+            return {}
+        try:
+            return zk_data.decode_config(found[0], path)
+        except ZkDataError as exc:
+            log.error("ignoring the config of %s: %s", entity_path, exc)
+            return {}
+
+    async def get_entity_configs(self) -> dict[str, dict[str, str]]:
+        """Every user, client and user-client entity with a config, by entity path."""
+        found: dict[str, dict[str, str]] = {}
+        paths: list[str] = []
+        for user in await self._children(zk_data.USER_CONFIGS):
+            paths.append(f"users/{user}")
+            clients = await self._children(f"{zk_data.USER_CONFIGS}/{user}/clients")
+            paths += [f"users/{user}/clients/{client}" for client in clients]
+        paths += [f"clients/{c}" for c in await self._children(zk_data.CLIENT_CONFIGS)]
+        for path in paths:
+            config = await self.get_entity_config(path)
+            if config:
+                found[path] = config
+        return found
+
+    async def _children(self, path: str, watch: Watch = None) -> list[str]:
+        try:
+            return await self.client.get_children(path, watch=watch)
+        except NoNodeError:
+            return []
+
+    async def change_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
+        """Write an entity's config and announce it with a change notification, which every
+        broker watches (Kafka's ``AdminZkClient.changeConfigs``)."""
+        path = zk_data.entity_config_path(entity_path)
+        data = zk_data.encode_config(config)
+        try:
+            await self.client.set(path, data)
+        except NoNodeError:
+            await self.client.create(path, data, makepath=True)
+        await self.client.create(
+            f"{zk_data.CONFIG_CHANGES}/{zk_data.CONFIG_CHANGE_PREFIX}",
+            zk_data.encode_config_change(entity_path),
+            sequence=True,
+            makepath=True,
+        )
+
+    async def get_config_changes(self, watch: Watch = None) -> list[str]:
+        """The change notifications' names, oldest first; ``watch`` fires on a new one."""
+        return await self._children(zk_data.CONFIG_CHANGES, watch=watch)
+
+    async def get_config_change(self, name: str) -> str | None:
+        """The entity path a notification names (None: gone, or unreadable, logged)."""
+        path = f"{zk_data.CONFIG_CHANGES}/{name}"
+        found = await self.client.get_or_none(path)
+        if found is None:
+            return None
+        try:
+            return zk_data.decode_config_change(found[0], path)
+        except ZkDataError as exc:
+            log.error("ignoring %s: %s", path, exc)
+            return None
+
     # -- partition states ---------------------------------------------------------------
 
     async def get_partition_state(

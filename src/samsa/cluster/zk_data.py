@@ -11,6 +11,10 @@ A Kafka operator finds what they know (Kafka 3.x in ZooKeeper mode)::
     /brokers/topics/<topic>/partitions/<p>/state  {"version":1,"leader":1,"leader_epoch":0,
                                                    "isr":[1,2],"controller_epoch":1}
     /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"…"}}
+    /config/users/<user>                          {"version":1,"config":{"producer_byte_rate":"…"}}
+    /config/users/<user>/clients/<client-id>      (the same; names URL-encoded, "<default>")
+    /config/clients/<client-id>                   (the same)
+    /config/changes/config_change_<seq>           {"version":2,"entity_path":"users/<user>"}
     /admin/delete_topics/<topic>                  (no data: a deletion the controller carries out)
     /isr_change_notification/isr_change_<seq>     {"version":1,
                                                    "partitions":[{"topic":…,"partition":…}]}
@@ -60,6 +64,10 @@ CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
+USER_CONFIGS = "/config/users"
+CLIENT_CONFIGS = "/config/clients"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
@@ -69,6 +77,9 @@ PERSISTENT_PATHS = (
     BROKER_IDS,
     TOPICS,
     TOPIC_CONFIGS,
+    USER_CONFIGS,
+    CLIENT_CONFIGS,
+    CONFIG_CHANGES,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
     "/brokers/seqid",
@@ -387,6 +398,32 @@ def decode_config(data: bytes | None, what: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ZkDataError(f"{what}: config is not an object")
     return {str(k): str(v) for k, v in value.items()}
+
+
+# -- /config/users, /config/clients and /config/changes -----------------------------
+
+
+def entity_config_path(entity_path: str) -> str:
+    """``/config/users/<user>`` and the like, of an entity path ``users/<user>``."""
+    return f"/config/{entity_path}"
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    return _encode({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(data: bytes | None, what: str) -> str:
+    """The entity path a change notification names."""
+    value = _object(data, what).get("entity_path")
+    if not isinstance(value, str) or not value:
+        raise ZkDataError(f"{what}: no entity_path")
+    return value
+
+
+def config_change_sequence(name: str) -> int | None:
+    """The sequence number of a ``config_change_<seq>`` child (None: another child)."""
+    digits = name.removeprefix(CONFIG_CHANGE_PREFIX)
+    return int(digits) if digits != name and digits.isdigit() else None
 
 
 # -- /admin/delete_topics and /isr_change_notification -----------------------------

@@ -149,3 +149,13 @@ def encode_fetch_response(
     assert isinstance(first, bytes)
     chunks[0] = _I32.pack(total - 4) + first[4:]
     return chunks, total
+
+
+def with_throttle_time(version: int, chunks: list[Chunk], throttle_time_ms: int) -> list[Chunk]:
+    """The chunks of an encoded response with its ``throttle_time_ms`` replaced (the first
+    chunk holds the size prefix, the header and the throttle time)."""
+    first = chunks[0]
+    assert isinstance(first, bytes)
+    offset = 8 + (1 if version >= FLEXIBLE_FROM else 0)
+    patched = first[:offset] + _I32.pack(throttle_time_ms) + first[offset + 4 :]
+    return [patched, *chunks[1:]]

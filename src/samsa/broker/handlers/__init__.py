@@ -12,6 +12,7 @@ from samsa.broker.dynamic_config import DynamicBrokerConfig
 from samsa.broker.handlers import (
     acls,
     api_versions,
+    client_quotas,
     cluster,
     configs,
     elections,
@@ -33,6 +34,8 @@ from samsa.broker.handlers import (
     txn_markers,
 )
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.quota.manager import ClientQuotas
+from samsa.broker.quota.store import QuotaStore
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.broker.scram_credentials import ScramCredentials
@@ -65,6 +68,8 @@ class Services:
         reassign: reassignments.Reassign,
         list_reassignments: reassignments.ListMoves,
         scram_credentials: ScramCredentials,
+        client_quotas: ClientQuotas,
+        quota_store: QuotaStore,
     ) -> None:
         self.node_id = node_id
         self.current_config = config
@@ -80,6 +85,8 @@ class Services:
         self.reassign = reassign
         self.list_reassignments = list_reassignments
         self.scram_credentials = scram_credentials
+        self.client_quotas = client_quotas
+        self.quota_store = quota_store
 
     @property
     def config(self) -> BrokerConfig:
@@ -97,8 +104,16 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     api_versions.register(registry)
     metadata.register(registry, s)
     topics.register(registry, config=config, metadata=s.metadata, topics=s.topics)
-    produce.register(registry, metadata=s.metadata, replicas=s.replica_manager)
-    fetch.register(registry, config=config, metadata=s.metadata, replicas=s.replica_manager)
+    produce.register(
+        registry, metadata=s.metadata, replicas=s.replica_manager, quotas=s.client_quotas
+    )
+    fetch.register(
+        registry,
+        config=config,
+        metadata=s.metadata,
+        replicas=s.replica_manager,
+        quotas=s.client_quotas,
+    )
     list_offsets.register(registry, replicas=s.replica_manager)
     leader_epochs.register(registry, replicas=s.replica_manager)
     producer_id.register(
@@ -136,3 +151,4 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     sasl.register(registry)
     scram_credentials.register(registry, credentials=s.scram_credentials)
     acls.register(registry)
+    client_quotas.register(registry, s)

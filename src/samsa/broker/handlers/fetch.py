@@ -36,6 +36,11 @@ Deviation: no fetching from followers for consumers (KIP-392).
 With the authorizer on, a consumer needs READ on each topic and a follower
 CLUSTER_ACTION on the cluster; a refused partition answers
 TOPIC_AUTHORIZATION_FAILED, as Kafka's.
+
+A consumer with a ``consumer_byte_rate`` is never sent more than its quota
+allows over the measured window; a response that would take it over the quota
+is not sent: the consumer gets an empty response with ``throttle_time_ms`` and
+is muted for that long, and the bytes are not counted (Kafka's behaviour).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from samsa.broker.api import RawResponse
 from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.quota.manager import ClientQuotas, request_throttle
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError, UnknownTopicIdError
@@ -100,13 +106,20 @@ def register(
     config: Callable[[], BrokerConfig],
     metadata: MetadataCache,
     replicas: ReplicaManager,
+    quotas: ClientQuotas,
 ) -> None:
     broker_max_bytes = int(config()["fetch.max.bytes"])
 
     def read_all(
-        body: Any, names: list[str | None], follower: int, refused: set[str | None]
+        body: Any,
+        names: list[str | None],
+        follower: int,
+        refused: set[str | None],
+        quota_bytes: float | None,
     ) -> tuple[list[FetchTopic], int, bool]:
         remaining = min(body.max_bytes, broker_max_bytes)
+        if quota_bytes is not None:
+            remaining = min(remaining, int(quota_bytes))
         committed = body.isolation_level == READ_COMMITTED and follower < 0
         total = 0
         failed = False
@@ -184,7 +197,14 @@ def register(
         )
         refused = _refused(names, follower)
         deadline = time.monotonic() + body.max_wait.total_seconds()
-        topics, total, failed = read_all(body, names, follower, refused)
+        if follower >= 0:
+            request_throttle().exempt = True
+        quota_bytes = None
+        requester = ("", "")
+        if follower < 0 and quotas.fetch.enabled:
+            requester = quotas.requester(header.client_id)
+            quota_bytes = quotas.fetch.max_value_in_window(*requester)
+        topics, total, failed = read_all(body, names, follower, refused, quota_bytes)
         tps = [
             TopicPartition(name, p.partition)
             for topic, name in zip(body.topics, names, strict=True)
@@ -196,7 +216,7 @@ def register(
             if left <= 0:
                 break
             await replicas.wait_for_data(tps, left)
-            topics, total, failed = read_all(body, names, follower, refused)
+            topics, total, failed = read_all(body, names, follower, refused, quota_bytes)
         if header.api_version < DOWN_CONVERT_FROM:
             fetch_offsets: dict[tuple[str, int], int] = {}
             partition_max_bytes: dict[tuple[str, int], int] = {}
@@ -212,6 +232,15 @@ def register(
             else:
                 down_convert_all(*args)
         chunks, size = encode_fetch_response(header.api_version, header.correlation_id, topics)
+        if quota_bytes is not None:
+            throttle_ms = quotas.fetch.record(*requester, size)
+            if throttle_ms > 0:
+                # Not sent, so not counted: the consumer asks again once unmuted.
+                quotas.fetch.unrecord(*requester, size)
+                request_throttle().add(throttle_ms)
+                chunks, size = encode_fetch_response(
+                    header.api_version, header.correlation_id, [], throttle_time_ms=throttle_ms
+                )
         return RawResponse(chunks, size)
 
     registry.add(API_KEY, 0, 17, handle)

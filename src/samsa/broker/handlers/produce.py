@@ -23,6 +23,10 @@ Deviation: Kafka 4 verifies with the transaction coordinator that a
 transactional batch's partition was added to its transaction (KIP-890) and
 refuses it otherwise; samsa does not verify, and accepts transactional batches
 with the usual idempotence checks.
+
+A client over its ``producer_byte_rate`` (the request's bytes count) gets its
+answer with ``throttle_time_ms`` and is then muted for that long
+(:mod:`samsa.broker.quota`).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from samsa.broker.api import CloseConnectionRequest, Deferred, error_fields, res
 from samsa.broker.authorizer import authorize
 from samsa.broker.internal_topics import refuse_client_change
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.quota.manager import ClientQuotas, request_throttle
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import (
@@ -83,11 +88,19 @@ async def _legacy_batch(records: Any) -> bytes:
     return message_set_to_batch(bytes(records), now_ms=now_ms())
 
 
-def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: ReplicaManager) -> None:
+def register(
+    registry: ApiRegistry,
+    *,
+    metadata: MetadataCache,
+    replicas: ReplicaManager,
+    quotas: ClientQuotas,
+) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         acks = body.acks
         legacy = header.api_version < 3
+        throttle = request_throttle()
+        throttle.add(quotas.record_produce(header.client_id, throttle.size))
         topics = []
         failed: KafkaError | None = None
         # acks=all: every partition is appended first, then all wait for their ISRs at once.
@@ -147,23 +160,24 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
         if replicating:
             # Appended in order; the wait for the ISR does not hold up the connection's
             # next requests (their responses still go out after this one).
-            return Deferred(replicated(header, topics, replicating))
+            return Deferred(replicated(header, topics, replicating, throttle.ms))
         if acks == 0:
             if failed is not None:
                 raise CloseConnectionRequest(f"acks=0 produce failed: {failed}")
             return None
-        return respond(header, {"responses": topics, "throttle_time": 0})
+        return respond(header, {"responses": topics, "throttle_time": throttle.ms})
 
     async def replicated(
         header: RequestHeader,
         topics: list[dict[str, Any]],
         replicating: list[tuple[dict[str, Any], Awaitable[ErrorCode]]],
+        throttle_ms: int,
     ) -> Any:
         codes = await asyncio.gather(*(wait for _, wait in replicating))
         for (entry, _), code in zip(replicating, codes, strict=True):
             if code:
                 entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
-        return respond(header, {"responses": topics, "throttle_time": 0})
+        return respond(header, {"responses": topics, "throttle_time": throttle_ms})
 
     registry.add(API_KEY, 0, 13, handle)
 

@@ -16,6 +16,7 @@ from typing import Any
 from samsa.acl import AclOperation
 from samsa.broker.api import respond
 from samsa.broker.authorizer import authorize_cluster
+from samsa.broker.quota.manager import request_throttle
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode
@@ -28,6 +29,7 @@ API_KEY = 27
 def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
 
     async def handle(header: RequestHeader, body: Any) -> Any:
+        request_throttle().exempt = True  # sent by brokers: no request quota
         allowed = authorize_cluster(AclOperation.ALTER) or authorize_cluster(
             AclOperation.CLUSTER_ACTION
         )

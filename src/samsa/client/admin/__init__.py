@@ -11,6 +11,7 @@ from samsa.acl import (
 )
 from samsa.acl import ResourceType as AclResourceType
 from samsa.client.admin.client import Admin, AsyncAdmin
+from samsa.client.admin.quotas import ClientQuotaAlteration, ClientQuotaFilterComponent
 from samsa.client.admin.replicas import (
     ElectionType,
     LogDirDescription,
@@ -50,6 +51,8 @@ __all__ = [
     "AlterConfigOp",
     "AlterConfigOpType",
     "AsyncAdmin",
+    "ClientQuotaAlteration",
+    "ClientQuotaFilterComponent",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigResource",

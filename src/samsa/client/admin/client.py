@@ -18,6 +18,7 @@ from typing import Any
 
 from samsa.client.admin.acls import AclAdmin
 from samsa.client.admin.groups import GroupAdmin
+from samsa.client.admin.quotas import QuotaAdmin
 from samsa.client.admin.records import RecordAdmin
 from samsa.client.admin.replicas import ReplicaAdmin
 from samsa.client.admin.topics import TopicAdmin
@@ -28,7 +29,9 @@ from samsa.client.portal import LoopThread, blocking
 __all__ = ["Admin", "AsyncAdmin"]
 
 
-class AsyncAdmin(TopicAdmin, GroupAdmin, RecordAdmin, ReplicaAdmin, UserAdmin, AclAdmin):
+class AsyncAdmin(
+    TopicAdmin, GroupAdmin, RecordAdmin, ReplicaAdmin, UserAdmin, AclAdmin, QuotaAdmin
+):
     """Kafka's admin operations, asyncio flavour. Use ``async with AsyncAdmin(config)``
     or call :meth:`start` (done on first use) and :meth:`close`."""
 
@@ -88,3 +91,5 @@ class Admin:
     list_partition_reassignments = blocking(AsyncAdmin.list_partition_reassignments)
     describe_user_scram_credentials = blocking(AsyncAdmin.describe_user_scram_credentials)
     alter_user_scram_credentials = blocking(AsyncAdmin.alter_user_scram_credentials)
+    alter_client_quotas = blocking(AsyncAdmin.alter_client_quotas)
+    describe_client_quotas = blocking(AsyncAdmin.describe_client_quotas)

@@ -1,0 +1,94 @@
+"""Client quotas in a cluster: kept in ZooKeeper under Kafka's paths, applied by every
+broker through the ``/config/changes`` notifications."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+from tests.integration.test_client_quotas import produce_throttle_ms
+
+from samsa import Admin
+from samsa.client.admin import ClientQuotaAlteration, ClientQuotaFilterComponent, NewTopic
+from samsa.testing.cluster import LocalCluster
+from samsa.testing.zookeeper import ZooKeeperServer
+
+TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="module")
+def pair(
+    tmp_path_factory: pytest.TempPathFactory, zookeeper: ZooKeeperServer
+) -> Iterator[LocalCluster]:
+    """Brokers 1 and 2 on a ZooKeeper chroot of their own."""
+    connect = f"{zookeeper.connect}/quotas-{uuid.uuid4().hex[:8]}"
+    local = LocalCluster(tmp_path_factory.mktemp("quota-cluster"), 2, zookeeper_connect=connect)
+    local.start()
+    try:
+        yield local
+    finally:
+        local.close()
+
+
+def _admin(bootstrap: str) -> Admin:
+    return Admin({"bootstrap.servers": bootstrap, "default.api.timeout.ms": 20_000})
+
+
+def _address(cluster: LocalCluster, broker_id: int) -> str:
+    return f"127.0.0.1:{cluster.brokers[broker_id].port}"
+
+
+def test_a_quota_set_through_one_broker_throttles_a_client_of_another(
+    pair: LocalCluster,
+) -> None:
+    topic, client = f"quota-{uuid.uuid4().hex[:8]}", f"client-{uuid.uuid4().hex[:8]}"
+    with _admin(_address(pair, 1)) as admin:
+        admin.create_topics([NewTopic(topic, replica_assignment={0: [2]})])
+        assert produce_throttle_ms(_address(pair, 2), topic, client, 20_000) == 0
+        admin.alter_client_quotas(
+            [ClientQuotaAlteration({"client-id": client}, {"producer_byte_rate": 1000})]
+        )
+
+    # Broker 2 learns it from the change notification: each attempt is a fresh client
+    # rate, so a first request of 20 kB at 1 kB/s is throttled once the quota is there.
+    deadline = time.monotonic() + TIMEOUT_S
+    while produce_throttle_ms(_address(pair, 2), topic, client, 20_000) == 0:
+        assert time.monotonic() < deadline, "broker 2 never applied the quota"
+        time.sleep(0.1)
+
+
+def test_quotas_are_kept_in_kafkas_znodes_and_described_by_every_broker(
+    pair: LocalCluster,
+) -> None:
+    user = f"user {uuid.uuid4().hex[:6]}"  # a space: URL-encoded in the path, as Kafka does
+    with _admin(_address(pair, 1)) as admin:
+        admin.alter_client_quotas(
+            [ClientQuotaAlteration({"user": user, "client-id": None}, {"consumer_byte_rate": 4096})]
+        )
+
+    zk = KazooClient(hosts=pair.zookeeper_connect, timeout=10.0)
+    zk.start(timeout=10.0)
+    try:
+        path = f"/config/users/{user.replace(' ', '%20')}/clients/<default>"
+        data, _ = zk.get(path)
+        changes = sorted(zk.get_children("/config/changes"))
+        last, _ = zk.get(f"/config/changes/{changes[-1]}")
+    finally:
+        zk.stop()
+        zk.close()
+    assert json.loads(data) == {"version": 1, "config": {"consumer_byte_rate": "4096"}}
+    assert changes[-1].startswith("config_change_")
+    entity_path = f"users/{user.replace(' ', '%20')}/clients/<default>"
+    assert json.loads(last) == {"version": 2, "entity_path": entity_path}
+
+    wanted = {(("client-id", None), ("user", user)): {"consumer_byte_rate": 4096.0}}
+    exact = ClientQuotaFilterComponent.of_entity("user", user)
+    deadline = time.monotonic() + TIMEOUT_S
+    with _admin(_address(pair, 2)) as admin:
+        while admin.describe_client_quotas([exact]) != wanted:
+            assert time.monotonic() < deadline, "broker 2 never described the quota"
+            time.sleep(0.1)
