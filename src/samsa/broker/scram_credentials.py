@@ -10,6 +10,12 @@ every data directory, written atomically with a sequence number; at start the
 highest sequence wins. A file that cannot be read stops start-up naming it —
 starting without the credentials would lock every SCRAM user out.
 
+Cluster (:class:`ZkScramCredentials`): Kafka's place, the ``SCRAM-SHA-256`` and
+``SCRAM-SHA-512`` keys of ``/config/users/<user>`` (the user's quotas share that
+znode: each writer keeps the other's keys), announced by a
+``/config/changes`` notification. A SCRAM login reads the user's znode, so a
+credential set through any broker works on every broker at once.
+
 Owned by the broker's event loop; not thread-safe.
 """
 
@@ -22,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from samsa.broker.quota.entity import desanitize, sanitize
+from samsa.cluster.kafka_zk import KafkaZk
 from samsa.errors import ConfigError, KafkaStorageError
 from samsa.security.scram import ScramCredential, ScramError, ScramMechanism
 from samsa.storage.checkpoint import write_atomically
@@ -31,6 +39,7 @@ __all__ = [
     "CredentialChange",
     "LocalScramCredentials",
     "ScramCredentials",
+    "ZkScramCredentials",
 ]
 
 CREDENTIALS_FILE = "samsa-scram-credentials.json"
@@ -140,6 +149,62 @@ class LocalScramCredentials:
     def _save(self, data: bytes) -> None:
         for directory in self._log_dirs:
             write_atomically(directory / CREDENTIALS_FILE, data)
+
+
+class ZkScramCredentials:
+    """A cluster's credentials, in ZooKeeper's ``/config/users/<user>`` znodes."""
+
+    def __init__(self, zk: KafkaZk) -> None:
+        self._zk = zk
+        self._lock = asyncio.Lock()
+
+    async def lookup(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
+        config = await self._zk.get_entity_config(f"users/{sanitize(user)}")
+        text = config.get(mechanism.mechanism_name)
+        if text is None:
+            return None
+        try:
+            return ScramCredential.from_text(text)
+        except ScramError:
+            return None
+
+    async def describe(self, users: Sequence[str] | None) -> dict[str, dict[ScramMechanism, int]]:
+        if users is None:
+            configs = {
+                desanitize(path.removeprefix("users/")): config
+                for path, config in (await self._zk.get_entity_configs()).items()
+                if path.startswith("users/") and "/clients/" not in path
+            }
+        else:
+            configs = {u: await self._zk.get_entity_config(f"users/{sanitize(u)}") for u in users}
+        found: dict[str, dict[ScramMechanism, int]] = {}
+        for user, config in sorted(configs.items()):
+            for mechanism in ScramMechanism:
+                text = config.get(mechanism.mechanism_name)
+                if text is None:
+                    continue
+                try:
+                    found.setdefault(user, {})[mechanism] = ScramCredential.from_text(
+                        text
+                    ).iterations
+                except ScramError:
+                    continue
+        return found
+
+    async def alter(self, changes: Sequence[CredentialChange]) -> None:
+        by_user: dict[str, list[CredentialChange]] = {}
+        for change in changes:
+            by_user.setdefault(change.user, []).append(change)
+        async with self._lock:
+            for user, mine in by_user.items():
+                path = f"users/{sanitize(user)}"
+                config = await self._zk.get_entity_config(path)
+                for change in mine:
+                    if change.credential is None:
+                        config.pop(change.mechanism.mechanism_name, None)
+                    else:
+                        config[change.mechanism.mechanism_name] = change.credential.to_text()
+                await self._zk.change_entity_config(path, config)
 
 
 def _users(value: object) -> dict[str, dict[str, str]]:

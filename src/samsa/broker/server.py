@@ -46,7 +46,11 @@ from samsa.broker.quota.store import LocalQuotaStore, QuotaStore, ZkQuotaStore
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.broker.scram_credentials import LocalScramCredentials, ScramCredentials
+from samsa.broker.scram_credentials import (
+    LocalScramCredentials,
+    ScramCredentials,
+    ZkScramCredentials,
+)
 from samsa.broker.topic_manager import LocalTopicManager, TopicManager
 from samsa.broker.zk_cluster import ZkCluster
 from samsa.broker.zk_topic_manager import ZkTopicManager
@@ -118,7 +122,9 @@ class Broker:
             self.log_manager, self.metadata, config.log_defaults, local_id=self.node_id
         )
         self._local_credentials = LocalScramCredentials(config.log_dirs)
-        self.scram_credentials: ScramCredentials = self._local_credentials
+        self.scram_credentials: ScramCredentials = (
+            self._local_credentials if self.cluster is None else ZkScramCredentials(self.cluster.zk)
+        )
         write_marker: WriteMarkerFn = self.replica_manager.write_txn_marker
         allocate_producer_id = self.metadata_store.allocate_producer_id
         self.marker_channel: TxnMarkerChannel | None = None
@@ -299,7 +305,8 @@ class Broker:
         else:
             await asyncio.to_thread(self.metadata_store.load)
         await asyncio.to_thread(self.dynamic_config.load)
-        await asyncio.to_thread(self._local_credentials.load)
+        if self.cluster is None:
+            await asyncio.to_thread(self._local_credentials.load)
         if self.acl_store is not None and self.authorizer is not None:
             await self.acl_store.start(self.authorizer)
         self.reconfigure(self.dynamic_config.current)
