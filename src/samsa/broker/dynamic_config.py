@@ -36,7 +36,6 @@ ZooKeeper), shared by every broker; samsa keeps it with the broker's data.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,7 +44,7 @@ from samsa.broker.config import BROKER_CONFIG, BrokerConfig
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ConfigError, InvalidRequestError, KafkaError, KafkaStorageError
 from samsa.storage import LogManager
-from samsa.storage.checkpoint import write_atomically
+from samsa.storage.data_dir_file import DataDirFile
 from samsa.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -99,7 +98,9 @@ class DynamicBrokerConfig:
         ZooKeeper)."""
         self.current = static
         """The effective configuration: static overlaid by the default, then the broker layer."""
-        self._sequence = 0
+        self._file = DataDirFile(
+            static.log_dirs, DYNAMIC_CONFIG_FILE, "every dynamic broker config"
+        )
         self._lock = asyncio.Lock()
         self.on_change: Callable[[BrokerConfig], None] | None = None
         """Called with the new effective configuration after an update is stored (the
@@ -107,34 +108,19 @@ class DynamicBrokerConfig:
 
     def load(self) -> None:
         """Read the stored layers (blocking: run it off the event loop at start-up)."""
-        newest: tuple[int, dict[str, str], dict[str, str], dict[str, dict[str, str]]] | None = None
-        for directory in self.static.log_dirs:
-            path = directory / DYNAMIC_CONFIG_FILE
-            try:
-                raw = json.loads(path.read_bytes())
-                stored = (
-                    int(raw["sequence"]),
-                    _strings(raw["default"]),
-                    _strings(raw["broker"]),
-                    {k: _strings(v) for k, v in dict(raw.get("client_quotas", {})).items()},
-                )
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(
-                    f"{path} is malformed ({exc}): repair it or remove it, which drops "
-                    "every dynamic broker config"
-                ) from exc
-            if newest is None or stored[0] > newest[0]:
-                newest = stored
+        newest = self._file.load(
+            lambda raw: (
+                _strings(raw["default"]),
+                _strings(raw["broker"]),
+                {k: _strings(v) for k, v in dict(raw.get("client_quotas", {})).items()},
+            )
+        )
         if newest is None:
             return
-        self._sequence = newest[0]
-        self.cluster_default = self._usable(newest[1], "the cluster-wide default")
-        self.per_broker = self._usable(newest[2], f"broker {self.static.node_id}")
-        self.client_quotas = newest[3]
+        default, broker, client_quotas = newest
+        self.cluster_default = self._usable(default, "the cluster-wide default")
+        self.per_broker = self._usable(broker, f"broker {self.static.node_id}")
+        self.client_quotas = client_quotas
         self.current = self._build(self.cluster_default, self.per_broker)
         if self.cluster_default or self.per_broker:
             log.info(
@@ -209,19 +195,12 @@ class DynamicBrokerConfig:
         broker: Mapping[str, str],
         client_quotas: Mapping[str, Mapping[str, str]],
     ) -> None:
-        sequence = self._sequence + 1
-        document = {"version": 1, "sequence": sequence, "default": default, "broker": broker,
-                    "client_quotas": client_quotas}  # fmt: skip
-        data = json.dumps(document, indent=1, sort_keys=True).encode()
+        document = {"default": default, "broker": broker, "client_quotas": client_quotas}
+        sequence, data = self._file.encode_next(document)
         try:
-            await asyncio.to_thread(self._save, data)
+            await asyncio.to_thread(self._file.save, sequence, data)
         except OSError as exc:
             raise KafkaStorageError(f"storing dynamic configs failed: {exc}") from exc
-        self._sequence = sequence
-
-    def _save(self, data: bytes) -> None:
-        for directory in self.static.log_dirs:
-            write_atomically(directory / DYNAMIC_CONFIG_FILE, data)
 
 
 def reconfigure_logs(

@@ -22,7 +22,6 @@ Owned by the broker's event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +29,9 @@ from typing import Protocol
 
 from samsa.broker.quota.entity import desanitize, sanitize
 from samsa.cluster.kafka_zk import KafkaZk
-from samsa.errors import ConfigError, KafkaStorageError
+from samsa.errors import KafkaStorageError
 from samsa.security.scram import ScramCredential, ScramError, ScramMechanism
-from samsa.storage.checkpoint import write_atomically
+from samsa.storage.data_dir_file import DataDirFile
 
 __all__ = [
     "CREDENTIALS_FILE",
@@ -75,32 +74,16 @@ class LocalScramCredentials:
     """A single node's credentials, kept in its data directories."""
 
     def __init__(self, log_dirs: Sequence[Path]) -> None:
-        self._log_dirs = tuple(log_dirs)
+        self._file = DataDirFile(
+            log_dirs, CREDENTIALS_FILE,
+            "every user's SCRAM credentials (set them again from another data directory's copy)",
+        )  # fmt: skip
         self._users: dict[str, dict[str, str]] = {}
-        self._sequence = 0
         self._lock = asyncio.Lock()
 
     def load(self) -> None:
         """Read the stored credentials (blocking: run it off the event loop at start-up)."""
-        newest: tuple[int, dict[str, dict[str, str]]] | None = None
-        for directory in self._log_dirs:
-            path = directory / CREDENTIALS_FILE
-            try:
-                raw = json.loads(path.read_bytes())
-                stored = (int(raw["sequence"]), _users(raw["users"]))
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(
-                    f"{path} is malformed ({exc}): repair it from another data directory's "
-                    "copy, or remove it and set the users' SCRAM credentials again"
-                ) from exc
-            if newest is None or stored[0] > newest[0]:
-                newest = stored
-        if newest is not None:
-            self._sequence, self._users = newest
+        self._users = self._file.load(lambda raw: _users(raw["users"])) or {}
 
     async def lookup(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
         text = self._users.get(user, {}).get(mechanism.mechanism_name)
@@ -136,19 +119,12 @@ class LocalScramCredentials:
                     mine[change.mechanism.mechanism_name] = change.credential.to_text()
                 if not mine:
                     del users[change.user]
-            sequence = self._sequence + 1
-            data = json.dumps(
-                {"version": 1, "sequence": sequence, "users": users}, indent=1, sort_keys=True
-            ).encode()
+            sequence, data = self._file.encode_next({"users": users})
             try:
-                await asyncio.to_thread(self._save, data)
+                await asyncio.to_thread(self._file.save, sequence, data)
             except OSError as exc:
                 raise KafkaStorageError(f"storing SCRAM credentials failed: {exc}") from exc
-            self._sequence, self._users = sequence, users
-
-    def _save(self, data: bytes) -> None:
-        for directory in self._log_dirs:
-            write_atomically(directory / CREDENTIALS_FILE, data)
+            self._users = users
 
 
 class ZkScramCredentials:

@@ -24,7 +24,6 @@ reads every ACL again. Deviation: old change notifications are not purged
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -44,8 +43,8 @@ from samsa.cluster import zk_data
 from samsa.cluster.events import EventQueue
 from samsa.cluster.kafka_zk import KafkaZk
 from samsa.cluster.zk_client import BadVersionError, NodeExistsError, NoNodeError
-from samsa.errors import ConfigError, KafkaStorageError
-from samsa.storage.checkpoint import write_atomically
+from samsa.errors import KafkaStorageError
+from samsa.storage.data_dir_file import DataDirFile
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +67,8 @@ class LocalAclStore:
 
     def __init__(self, log_dirs: tuple[Path, ...]) -> None:
         self.log_dirs = log_dirs
+        self._file = DataDirFile(log_dirs, ACLS_FILE, "every ACL")
         self._acls: dict[ResourcePattern, Entries] = {}
-        self._sequence = 0
 
     async def start(self, cache: AclCache) -> None:
         await asyncio.to_thread(self._load)
@@ -78,24 +77,7 @@ class LocalAclStore:
             log.info("loaded the ACLs of %d resource patterns", len(self._acls))
 
     def _load(self) -> None:
-        newest: tuple[int, dict[ResourcePattern, Entries]] | None = None
-        for directory in self.log_dirs:
-            path = directory / ACLS_FILE
-            try:
-                raw = json.loads(path.read_bytes())
-                stored = (int(raw["sequence"]), _decode(raw["acls"]))
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(
-                    f"{path} is malformed ({exc}): repair it, or remove it, which drops every ACL"
-                ) from exc
-            if newest is None or stored[0] > newest[0]:
-                newest = stored
-        if newest is not None:
-            self._sequence, self._acls = newest
+        self._acls = self._file.load(lambda raw: _decode(raw["acls"])) or {}
 
     async def alter(
         self, changes: Mapping[ResourcePattern, Change]
@@ -109,20 +91,13 @@ class LocalAclStore:
                 acls[pattern] = entries
             else:
                 acls.pop(pattern, None)
-        sequence = self._sequence + 1
-        data = json.dumps(
-            {"version": 1, "sequence": sequence, "acls": _encode(acls)}, indent=1
-        ).encode()
+        sequence, data = self._file.encode_next({"acls": _encode(acls)})
         try:
-            await asyncio.to_thread(self._save, data)
+            await asyncio.to_thread(self._file.save, sequence, data)
         except OSError as exc:
             raise KafkaStorageError(f"storing the ACLs failed: {exc}") from exc
-        self._acls, self._sequence = acls, sequence
+        self._acls = acls
         return changed
-
-    def _save(self, data: bytes) -> None:
-        for directory in self.log_dirs:
-            write_atomically(directory / ACLS_FILE, data)
 
 
 def _encode(acls: Mapping[ResourcePattern, Entries]) -> list[dict[str, str]]:
