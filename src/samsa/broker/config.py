@@ -196,6 +196,9 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("broker.rack", _S, None, "This broker's rack (rack-aware replica placement)."),
         ConfigKey("inter.broker.listener.name", _S, None,
                   "The listener brokers reach each other on (default: the first)."),
+        ConfigKey("metrics.listeners", _LIST, [],
+                  "http://HOST:PORT addresses serving Prometheus metrics at GET /metrics "
+                  "(empty: none)."),
     ]
 )  # fmt: skip
 
@@ -255,6 +258,15 @@ def parse_listener(spec: str, protocols: Mapping[str, str] | None = None) -> Lis
     return Listener(name, host.strip("[]") or "0.0.0.0", int(port))
 
 
+def parse_metrics_listener(spec: str) -> tuple[str, int]:
+    """``http://host:port`` (``metrics.listeners``) → ``(host, port)``; port 0 picks one."""
+    scheme, sep, address = spec.partition("://")
+    host, colon, port = address.rstrip("/").rpartition(":")
+    if scheme.lower() != "http" or not sep or not colon or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"invalid metrics.listeners entry {spec!r}: expected http://HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Typed broker configuration; build with :meth:`from_props`."""
@@ -266,6 +278,8 @@ class BrokerConfig:
     node_id: int
     log_defaults: LogConfig
     overrides: Mapping[str, str] = field(default_factory=dict)
+    metrics_listeners: tuple[tuple[str, int], ...] = ()
+    """``(host, port)`` of each ``metrics.listeners`` entry."""
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -292,6 +306,7 @@ class BrokerConfig:
             node_id=node_id,
             log_defaults=LogConfig.from_props(_topic_defaults(values)),
             overrides={k: str(v) for k, v in props.items()},
+            metrics_listeners=tuple(parse_metrics_listener(s) for s in values["metrics.listeners"]),
         )
 
     @classmethod

@@ -23,6 +23,11 @@ Only the leader serves a partition: other brokers answer
 NOT_LEADER_OR_FOLLOWER, and a ``current_leader_epoch`` older or newer than
 the leader's is FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH (KIP-320).
 Deviation: no fetching from followers for consumers (KIP-392).
+
+The bytes a response carries are counted per topic from its file regions'
+lengths (consumers' as bytes out, followers' as replication bytes out); the
+long poll's wait is the request's remote time, and per-partition error codes
+are counted (:mod:`samsa.broker.metrics.stats`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from typing import Any
 from samsa.broker.api import RawResponse
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.metrics.stats import add_remote_time, note_error
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode, KafkaError, UnknownTopicIdError
@@ -107,12 +113,14 @@ def register(
                     entry.error_code = exc.code
                     entry.aborted_transactions = None
                     failed = True
+                    note_error(exc.code)
             topics.append(result)
         return topics, total, failed
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         # Fetch sessions came with v7 (KIP-227): v4-v6 requests carry no session fields.
         if getattr(body, "session_id", 0) != 0 and body.session_epoch != -1:
+            note_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
             chunks, size = encode_fetch_response(
                 header.api_version, header.correlation_id, [],
                 error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
@@ -143,9 +151,27 @@ def register(
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            waited = time.monotonic()
             await replicas.wait_for_data(tps, left)
+            add_remote_time(time.monotonic() - waited)
             topics, total, failed = read_all(body, names, follower)
+        if total:
+            count_bytes_out(topics, follower >= 0)
         chunks, size = encode_fetch_response(header.api_version, header.correlation_id, topics)
         return RawResponse(chunks, size)
+
+    def count_bytes_out(topics: list[FetchTopic], to_follower: bool) -> None:
+        for topic in topics:
+            sent = 0
+            for p in topic.partitions:
+                records = p.records
+                if records is not None and not isinstance(records, bytes):
+                    sent += records.length
+            if sent:
+                stats = replicas.topic_stats.topic(topic.name)
+                if to_follower:
+                    stats.replication_bytes_out += sent
+                else:
+                    stats.bytes_out += sent
 
     registry.add(API_KEY, 4, 17, handle)

@@ -26,6 +26,7 @@ from typing import Any
 from samsa.broker.api import CloseConnectionRequest, Deferred, error_fields, respond
 from samsa.broker.internal_topics import refuse_client_change
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.metrics.stats import note_error
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import (
@@ -93,6 +94,7 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
                         )))  # fmt: skip
                 except KafkaError as exc:
                     failed = exc
+                    note_error(exc.code)
                     entry.update(error_fields(exc), base_offset=-1, log_append_time=-1)
                     if isinstance(exc, RecordValidationError):  # v8+: which records, and why
                         entry["record_errors"] = [
@@ -126,6 +128,7 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache, replicas: Replic
         for (entry, _), code in zip(replicating, codes, strict=True):
             if code:
                 entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
+                note_error(code)
         return respond(header, {"responses": topics, "throttle_time": 0})
 
     registry.add(API_KEY, 3, 13, handle, advertised_min=0)
