@@ -172,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("log-dirs", "log_dirs", "describe the brokers' log dirs (kafka-log-dirs)"),
         ("reassign-partitions", "reassign_partitions",
          "move partitions between brokers (kafka-reassign-partitions)"),
+        ("top", "top", "a live view of messages in per topic and lag per consumer group"),
     ):  # fmt: skip
         # Every argument goes to the tool's own parser (prefix_chars no flag can use).
         tool = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")
