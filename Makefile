@@ -45,8 +45,10 @@ $(SPARK): $(STAMP)
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless; }
 	touch $(SPARK)
 
+# Prometheus metrics at http://127.0.0.1:9644/metrics (docs/metrics.md).
 run: $(STAMP)
-	$(BIN)/samsa serve --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./data
+	$(BIN)/samsa serve --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./data \
+	  --override metrics.listeners=http://127.0.0.1:9644
 
 # ZooKeeper and three brokers on 127.0.0.1:9092-9094, data in ./data/broker-N; Ctrl-C stops all.
 cluster: $(STAMP) $(ZK)

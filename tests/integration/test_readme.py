@@ -61,6 +61,9 @@ NOT_WALKED = {
         "needs a Spark session (tests/spark runs the source and the sink); the pipeline "
         "and its consumer run for minutes",
     "Layout": "file trees",
+    "Metrics: Prometheus, Grafana and `samsa top`": "a second broker with metrics.listeners "
+        "and a view of the groups the walked examples left; tests/integration/test_metrics.py "
+        "scrapes a broker and runs samsa top --once after known traffic",
     "A replicated cluster": "ZooKeeper and three brokers on ports of their own; tests/cluster "
         "runs clusters, and samsa.testing.run_cluster is what make cluster starts",
 }  # fmt: skip
