@@ -5,7 +5,10 @@ A scrape runs in two steps so the broker's event loop is never held long:
 1. :func:`take_snapshot`, on the loop (the owner of every counter and log):
    copies the counters and reads each partition's log size, segment count and
    offsets, each group's committed offsets and the purgatories, ISRs and
-   connections into plain values — a tuple per partition, no formatting;
+   connections into plain values — a row per partition, no formatting; it lets
+   other work run every :data:`PARTITIONS_PER_SLICE` partitions (a few
+   microseconds each), so a broker with many partitions answers requests while
+   it is scraped;
 2. :class:`SnapshotCollector`, on a worker thread (``generate_latest``): turns the
    snapshot into ``prometheus_client`` metric families and text, next to the
    process collector (RSS, open descriptors, CPU time read from ``/proc``).
@@ -26,6 +29,7 @@ exported by the broker that coordinates it, for the partitions whose logs it hol
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -52,6 +56,9 @@ if TYPE_CHECKING:
     from samsa.storage import LogManager
 
 __all__ = ["MetricsSource", "Snapshot", "SnapshotCollector", "take_snapshot"]
+
+PARTITIONS_PER_SLICE = 500
+"""Partitions a snapshot reads before it lets the loop run other work."""
 
 
 class MetricsSource(Protocol):
@@ -140,8 +147,12 @@ def api_name(api_key: int) -> str:
     return "".join(word.capitalize() for word in str(name).split("_"))
 
 
-def take_snapshot(source: MetricsSource) -> Snapshot:
-    """Read everything a scrape exports (on the broker's loop; no formatting)."""
+async def take_snapshot(source: MetricsSource) -> Snapshot:
+    """Read everything a scrape exports (on the broker's loop; no formatting).
+
+    Not one instant: other work runs between slices of partitions, so figures of
+    different partitions may be a few milliseconds apart (as any scrape's are).
+    """
     snap = Snapshot()
     for api_key, api in sorted(source.request_stats.apis.items()):
         times = {
@@ -162,7 +173,9 @@ def take_snapshot(source: MetricsSource) -> Snapshot:
             t.replication_bytes_out,
         )
     high_watermarks: dict[tuple[str, int], int] = {}
-    for partition in replicas.partitions():
+    for i, partition in enumerate(replicas.partitions()):
+        if i and not i % PARTITIONS_PER_SLICE:
+            await asyncio.sleep(0)
         partition_log = partition.log
         tp = partition.tp
         segments = partition_log.segments

@@ -50,7 +50,7 @@ class MetricsExporter:
     async def scrape(self) -> bytes:
         """The exposition text of every metric now."""
         async with self._scraping:
-            self._collector.snapshot = take_snapshot(self._source)
+            self._collector.snapshot = await take_snapshot(self._source)
             try:
                 return await asyncio.to_thread(generate_latest, self.registry)
             finally:
