@@ -286,8 +286,10 @@ def main(argv: list[str] | None = None) -> int:
             future.result(120)
         time.sleep(1)
         quiet = api_versions_round_trips(broker, 2000)
+        busy: list[float] = []
         with Scraper(broker.metrics_url, 0.0) as scraper:
-            busy = api_versions_round_trips(broker, 2000)
+            while len(scraper.times) < 10:  # requests throughout ten scrapes at least
+                busy += api_versions_round_trips(broker, 500)
         print(f"\nscrapes of a broker with {len(topics) * per_topic + 50:,} partitions "
               f"(incl. __consumer_offsets): {len(scraper.times)} back to back, "
               f"median {ms(statistics.median(scraper.times))} ms, "
