@@ -465,7 +465,9 @@ class Connection(asyncio.Protocol):
         except CloseConnectionRequest as exc:
             raise _CloseConnection(str(exc)) from exc
         except Exception as exc:
-            timing.ready = time.monotonic()
+            now = time.monotonic()
+            timing.remote += now - timing.ready
+            timing.ready = now
             return self._handler_failed(api_key, api_version, correlation_id, exc)
 
     def _handler_failed(
