@@ -30,6 +30,7 @@ exported by the broker that coordinates it, for the partitions whose logs it hol
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
@@ -359,34 +360,22 @@ def families(snap: Snapshot) -> Iterator[Metric]:
     yield from _storage_families(snap)
 
 
+_LOG_GAUGES = (
+    ("size_bytes", "Bytes of the partition's segments.", "size"),
+    ("numlogsegments", "Segments of the partition's log.", "segments"),
+    ("logstartoffset", "First offset of the partition's log.", "log_start_offset"),
+    ("logendoffset", "Offset the partition's next record will take.", "log_end_offset"),
+)
+
+
 def _log_families(snap: Snapshot) -> Iterator[Metric]:
-    labels = ["topic", "partition"]
-    rows = snap.partitions
-    prefix = "kafka_log_log_"
-    yield _gauge(
-        f"{prefix}size_bytes",
-        "Bytes of the partition's segments.",
-        labels,
-        [((r.topic, str(r.partition)), r.size) for r in rows],
-    )
-    yield _gauge(
-        f"{prefix}numlogsegments",
-        "Segments of the partition's log.",
-        labels,
-        [((r.topic, str(r.partition)), r.segments) for r in rows],
-    )
-    yield _gauge(
-        f"{prefix}logstartoffset",
-        "First offset of the partition's log.",
-        labels,
-        [((r.topic, str(r.partition)), r.log_start_offset) for r in rows],
-    )
-    yield _gauge(
-        f"{prefix}logendoffset",
-        "Offset the partition's next record will take.",
-        labels,
-        [((r.topic, str(r.partition)), r.log_end_offset) for r in rows],
-    )
+    rows = [((r.topic, str(r.partition)), r) for r in snap.partitions]
+    for name, doc, field_name in _LOG_GAUGES:
+        value = operator.attrgetter(field_name)
+        yield _gauge(
+            f"kafka_log_log_{name}", doc, ["topic", "partition"],
+            [(labels, value(r)) for labels, r in rows],
+        )  # fmt: skip
 
 
 def _replica_families(snap: Snapshot) -> Iterator[Metric]:
