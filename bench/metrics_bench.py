@@ -150,14 +150,14 @@ def fetch_one_per_request(broker: BrokerProcess, topic: str, n: int) -> tuple[fl
 
 
 def requests_counted(broker: BrokerProcess) -> dict[str, float]:
-    """Produce and Fetch requests the broker counted (from its /metrics)."""
+    """Produce and (consumer) Fetch requests the broker counted (from its /metrics)."""
     with urllib.request.urlopen(broker.metrics_url, timeout=60) as response:
         text = response.read().decode()
     counted: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("kafka_network_requestmetrics_requests_total{"):
             request = line.split('request="', 1)[1].split('"', 1)[0]
-            if request in ("Produce", "Fetch"):
+            if request in ("Produce", "FetchConsumer"):
                 counted[request] = counted.get(request, 0) + float(line.rsplit(" ", 1)[1])
     return counted
 

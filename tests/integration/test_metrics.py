@@ -181,7 +181,7 @@ def test_partition_errors_are_counted_under_their_request_and_code(
 ) -> None:
     before = scrape(traffic)
     name, labels = "kafka_network_requestmetrics_errors_total", {
-        "request": "Fetch", "error": "UNKNOWN_TOPIC_OR_PARTITION"
+        "request": "FetchConsumer", "error": "UNKNOWN_TOPIC_OR_PARTITION"
     }  # fmt: skip
     missing = [{"partition": p, "fetch_offset": 0, "partition_max_bytes": 1024} for p in (7, 8)]
     response = exchange(

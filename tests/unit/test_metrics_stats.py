@@ -24,7 +24,7 @@ def test_a_request_splits_its_total_time_into_queue_local_remote_and_send() -> N
     timing.note_error(6)
     stats = RequestStats()
     stats.record(timing, written=14.0)
-    produce = stats.apis[0]
+    produce = stats.apis[(0, None)]
     assert produce.requests == {9: 1}
     assert produce.errors == {6: 1}
     assert (produce.queue.sum, produce.local.sum, produce.remote.sum, produce.send.sum) == (

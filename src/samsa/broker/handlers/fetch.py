@@ -26,8 +26,9 @@ Deviation: no fetching from followers for consumers (KIP-392).
 
 The bytes a response carries are counted per topic from its file regions'
 lengths (consumers' as bytes out, followers' as replication bytes out); the
-long poll's wait is the request's remote time, and per-partition error codes
-are counted (:mod:`samsa.broker.metrics.stats`).
+long poll's wait is the request's remote time, per-partition error codes are
+counted, and requests are named ``FetchConsumer`` or ``FetchFollower`` as Kafka
+names them in its request metrics (:mod:`samsa.broker.metrics.stats`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from typing import Any
 from samsa.broker.api import RawResponse
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
-from samsa.broker.metrics.stats import add_remote_time, note_error
+from samsa.broker.metrics.stats import add_remote_time, name_request, note_error
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode, KafkaError, UnknownTopicIdError
@@ -118,6 +119,13 @@ def register(
         return topics, total, failed
 
     async def handle(header: RequestHeader, body: Any) -> Any:
+        replica_state = getattr(body, "replica_state", None)
+        follower = (
+            replica_state.replica_id
+            if replica_state is not None
+            else getattr(body, "replica_id", -1)
+        )
+        name_request("FetchFollower" if follower >= 0 else "FetchConsumer")
         # Fetch sessions came with v7 (KIP-227): v4-v6 requests carry no session fields.
         if getattr(body, "session_id", 0) != 0 and body.session_epoch != -1:
             note_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
@@ -133,12 +141,6 @@ def register(
                 info = metadata.by_id(topic.topic_id)
                 name = info.name if info is not None else None
             names.append(name)
-        replica_state = getattr(body, "replica_state", None)
-        follower = (
-            replica_state.replica_id
-            if replica_state is not None
-            else getattr(body, "replica_id", -1)
-        )
         deadline = time.monotonic() + body.max_wait.total_seconds()
         topics, total, failed = read_all(body, names, follower)
         tps = [

@@ -155,7 +155,8 @@ async def take_snapshot(source: MetricsSource) -> Snapshot:
     different partitions may be a few milliseconds apart (as any scrape's are).
     """
     snap = Snapshot()
-    for api_key, api in sorted(source.request_stats.apis.items()):
+    apis = source.request_stats.apis
+    for (api_key, request_name), api in sorted(apis.items(), key=lambda item: item[0][0]):
         times = {
             "requestqueuetime": _copy(api.queue),
             "localtime": _copy(api.local),
@@ -163,7 +164,8 @@ async def take_snapshot(source: MetricsSource) -> Snapshot:
             "responsesendtime": _copy(api.send),
             "totaltime": _copy(api.total),
         }
-        snap.apis.append(ApiCopy(api_name(api_key), dict(api.requests), dict(api.errors), times))
+        name = request_name or api_name(api_key)
+        snap.apis.append(ApiCopy(name, dict(api.requests), dict(api.errors), times))
     replicas = source.replica_manager
     for topic, t in replicas.topic_stats.topics.items():
         snap.topics[topic] = (

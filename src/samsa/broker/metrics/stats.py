@@ -62,7 +62,16 @@ class RequestTiming:
     for the ISR), which Kafka reports as remote time rather than local time.
     """
 
-    __slots__ = ("api_key", "api_version", "arrived", "errors", "ready", "remote", "started")
+    __slots__ = (
+        "api_key",
+        "api_version",
+        "arrived",
+        "errors",
+        "ready",
+        "remote",
+        "request_name",
+        "started",
+    )
 
     def __init__(self, arrived: float, started: float) -> None:
         self.arrived = arrived
@@ -70,6 +79,9 @@ class RequestTiming:
         self.ready = started
         self.remote = 0.0
         self.api_key = -1
+        self.request_name: str | None = None
+        """Kafka's name for a kind of request its API key does not tell apart
+        (``FetchConsumer``, ``FetchFollower``); None: the API's name."""
         self.api_version = -1
         self.errors: list[int] | None = None
 
@@ -89,6 +101,14 @@ def note_error(code: int) -> None:
     timing = request_timing.get()
     if timing is not None and code:
         timing.note_error(code)
+
+
+def name_request(name: str) -> None:
+    """Record the current request under ``name`` rather than its API's name (Kafka's
+    ``FetchConsumer`` and ``FetchFollower``)."""
+    timing = request_timing.get()
+    if timing is not None:
+        timing.request_name = name
 
 
 def add_remote_time(seconds: float) -> None:
@@ -119,13 +139,15 @@ class RequestStats:
     """Every API's :class:`ApiStats`, recorded once per request when its response is written."""
 
     def __init__(self) -> None:
-        self.apis: dict[int, ApiStats] = {}
+        self.apis: dict[tuple[int, str | None], ApiStats] = {}
+        """By API key and request name (None but for Fetch: see :func:`name_request`)."""
 
     def record(self, timing: RequestTiming, written: float) -> None:
         """The request of ``timing`` was answered: its response left at ``written``."""
-        api = self.apis.get(timing.api_key)
+        key = (timing.api_key, timing.request_name)
+        api = self.apis.get(key)
         if api is None:
-            api = self.apis[timing.api_key] = ApiStats()
+            api = self.apis[key] = ApiStats()
         requests = api.requests
         requests[timing.api_version] = requests.get(timing.api_version, 0) + 1
         # Five observations written out: this runs once per request of every client.

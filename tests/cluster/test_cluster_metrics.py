@@ -32,7 +32,8 @@ LAG_MS = 1500
 
 def scrape(cluster: LocalCluster, broker_id: int) -> dict[str, float]:
     """Broker ``broker_id``'s samples without labels or summed over their labels, by name;
-    ``name{topic=…}`` entries hold the samples of topic TOPIC."""
+    ``name{topic}`` entries hold the samples of topic TOPIC, ``name{Produce}`` those of
+    one request type."""
     url = cluster.brokers[broker_id].metrics_url
     with urllib.request.urlopen(url, timeout=WAIT_S) as response:
         text = response.read().decode()
@@ -42,6 +43,8 @@ def scrape(cluster: LocalCluster, broker_id: int) -> dict[str, float]:
             name = sample.name
             if sample.labels.get("topic") == TOPIC:
                 name = f"{name}{{topic}}"
+            elif "request" in sample.labels:
+                name = f"{name}{{{sample.labels['request']}}}"
             found[name] = found.get(name, 0.0) + sample.value
     return found
 
@@ -103,9 +106,11 @@ def test_followers_take_in_as_replication_bytes_what_the_leader_took_in(
                 "kafka_server_brokertopicmetrics_replicationbytesin_total{topic}"
             ] == bytes_in
         ), f"broker {follower}"  # fmt: skip
-    assert scrape(cluster, leader)[
-        "kafka_server_brokertopicmetrics_replicationbytesout_total{topic}"
-    ] >= 2 * bytes_in  # fmt: skip
+    assert (
+        scrape(cluster, leader)["kafka_server_brokertopicmetrics_replicationbytesout_total{topic}"]
+        >= 2 * bytes_in
+    )
+    assert led["kafka_network_requestmetrics_requests_total{FetchFollower}"] > 0  # fmt: skip
 
 
 def test_a_frozen_follower_shrinks_the_isr_and_its_thaw_expands_it(
