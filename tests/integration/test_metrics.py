@@ -24,6 +24,9 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 from prometheus_client.parser import text_string_to_metric_families
 from tests.rawclient import exchange
 
@@ -244,6 +247,36 @@ def test_paths_other_than_metrics_are_not_found(traffic: BrokerProcess) -> None:
     with pytest.raises(urllib.error.HTTPError) as raised:
         urllib.request.urlopen(url, timeout=WAIT_S)
     assert raised.value.code == 404
+
+
+def test_prometheus_asking_for_openmetrics_gets_openmetrics(traffic: BrokerProcess) -> None:
+    request = urllib.request.Request(
+        traffic.metrics_url,
+        headers={"Accept": "application/openmetrics-text;version=1.0.0,text/plain;q=0.5"},
+    )
+    with urllib.request.urlopen(request, timeout=WAIT_S) as response:
+        content_type = response.headers["Content-Type"]
+        text = response.read().decode()
+    assert content_type.startswith("application/openmetrics-text")
+    families = {f.name: f for f in openmetrics_families(text)}  # raises on malformed text
+    messages_in = {
+        sample.labels["topic"]: sample.value
+        for sample in families["kafka_server_brokertopicmetrics_messagesin"].samples
+        if sample.name.endswith("_total")
+    }
+    assert messages_in[TOPIC] == PARTITIONS * RECORDS
+    assert text.endswith("# EOF\n")
+
+
+def test_a_request_that_is_not_http_is_answered_400_and_scrapes_go_on(
+    traffic: BrokerProcess,
+) -> None:
+    host, port = traffic.metrics_url.removeprefix("http://").split("/", 1)[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=WAIT_S) as sock:
+        sock.sendall(b"\x00\x00\x00\x10 not a request\r\n\r\n")
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert scrape(traffic).value("kafka_controller_kafkacontroller_activecontrollercount") == 1
 
 
 def _queried_metrics() -> set[str]:

@@ -11,7 +11,9 @@ Each broker has a registry of its own (never ``prometheus_client``'s global
 one), so several brokers in one process — tests, a local cluster — do not mix
 their figures. A scrape reads the broker's counters and state on the loop
 (:func:`~samsa.broker.metrics.collector.take_snapshot`, quick: plain values) and
-formats them on a worker thread, one scrape at a time.
+formats them on a worker thread, one scrape at a time, in the format the
+``Accept`` header asks for (``prometheus_client``'s negotiation: OpenMetrics for
+Prometheus, the classic text format 0.0.4 for ``curl``).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import asyncio
 import contextlib
 import logging
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector
-from prometheus_client.exposition import generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.exposition import choose_encoder
 
 from samsa.broker.metrics.collector import MetricsSource, SnapshotCollector, take_snapshot
 from samsa.errors import ConfigError
@@ -47,12 +49,15 @@ class MetricsExporter:
         self._clients: set[asyncio.Task[None]] = set()
         self.bound: list[tuple[str, int]] = []
 
-    async def scrape(self) -> bytes:
-        """The exposition text of every metric now."""
+    async def scrape(self, accept: str = "") -> tuple[bytes, str]:
+        """Every metric now, in the format an ``Accept`` header asks for (Prometheus's
+        text format 0.0.4 unless it names OpenMetrics or text 1.0.0): the body and its
+        content type."""
+        encode, content_type = choose_encoder(accept)
         async with self._scraping:
             self._collector.snapshot = await take_snapshot(self._source)
             try:
-                return await asyncio.to_thread(generate_latest, self.registry)
+                return await asyncio.to_thread(encode, self.registry), content_type
             finally:
                 self._collector.snapshot = None
 
@@ -109,7 +114,7 @@ class MetricsExporter:
             except (asyncio.IncompleteReadError, TimeoutError):
                 await _respond(writer, 400, b"a request line and headers were expected\n")
                 return
-            method, path = _request_line(head)
+            method, path, accept = _request_line(head)
             if method is None:
                 await _respond(writer, 400, b"not an HTTP request\n")
             elif path.split("?", 1)[0] != METRICS_PATH:
@@ -117,8 +122,8 @@ class MetricsExporter:
             elif method not in ("GET", "HEAD"):
                 await _respond(writer, 405, b"GET /metrics\n", allow="GET, HEAD")
             else:
-                body = await self.scrape()
-                await _respond(writer, 200, body, CONTENT_TYPE_LATEST, head_only=method == "HEAD")
+                body, content_type = await self.scrape(accept)
+                await _respond(writer, 200, body, content_type, head_only=method == "HEAD")
         except (ConnectionError, OSError) as exc:
             log.debug("metrics client went away: %s", exc)
         except Exception:
@@ -134,12 +139,18 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _request_line(head: bytes) -> tuple[str | None, str]:
-    line = head.split(b"\r\n", 1)[0].decode("latin-1")
+def _request_line(head: bytes) -> tuple[str | None, str, str]:
+    """The method, path and ``Accept`` header of a request (method None: not HTTP/1.x)."""
+    line, *headers = head.decode("latin-1").split("\r\n")
     parts = line.split(" ")
     if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        return None, ""
-    return parts[0], parts[1]
+        return None, "", ""
+    accept = ""
+    for header in headers:
+        name, _, value = header.partition(":")
+        if name.strip().lower() == "accept":
+            accept = value.strip()
+    return parts[0], parts[1], accept
 
 
 _REASONS = {
