@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import logging
 import socket
 import time
@@ -286,10 +285,6 @@ class Broker:
         self.txn_coordinator.start()
         self.log_manager.start_background_tasks()
         self._ready = True
-        # What start-up made (modules, schemas, loaded logs) lives as long as the broker:
-        # kept out of the collector's full passes, which otherwise scan it all again and
-        # again — pauses of ~100 ms with 2,000 partitions (bench/RESULTS.md, "Metrics").
-        gc.freeze()
         if self.metrics is not None:
             await self.metrics.start_serving()
         for server in self._servers:
