@@ -55,8 +55,10 @@ $(SPARK): $(STAMP)
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless; }
 	touch $(SPARK)
 
+# Prometheus metrics at http://127.0.0.1:9644/metrics (docs/metrics.md).
 run: $(STAMP)
-	$(BIN)/samsa serve --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./data
+	$(BIN)/samsa serve --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./data \
+	  --override metrics.listeners=http://127.0.0.1:9644
 
 # The web console for the broker of `make run`, on http://127.0.0.1:8080.
 console: $(STAMP)

@@ -269,7 +269,7 @@ def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(
     broker: BrokerProcess,
 ) -> None:
     client = _name("client")
-    _alter(broker, {"client-id": client}, request_percentage=0.01)
+    _alter(broker, {"client-id": client}, request_percentage=0.00001)
     host, port = broker.bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
         sock.sendall(request_frame(METADATA, 12, {
@@ -278,7 +278,7 @@ def test_request_percentage_throttles_a_client_that_keeps_the_broker_busy(
         }, 1, client))  # fmt: skip
         throttle_s = read_response(sock, METADATA, 12).throttle_time.total_seconds()
 
-    # 0.01 % of a thread is 0.1 ms of loop time per second: one request exceeds it, and
+    # 0.00001 % of a thread is 0.1 µs of loop time per second: any request exceeds it, and
     # the throttle is at most one window (quota.window.size.seconds), as Kafka bounds it.
     assert 0 < throttle_s <= 1.0
 
@@ -297,7 +297,7 @@ def test_a_fetch_over_request_percentage_carries_the_throttle_time(
     broker: BrokerProcess, version: int
 ) -> None:
     topic, client = _topic(broker), _name("client")
-    _alter(broker, {"client-id": client}, request_percentage=0.01)
+    _alter(broker, {"client-id": client}, request_percentage=0.00001)
     fetch = {
         "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
         "isolation_level": 0, "session_id": 0, "session_epoch": -1,

@@ -67,6 +67,9 @@ NOT_WALKED = {
         "headless Chromium",
     "ACLs": "needs a broker started with an authorizer; tests/integration/test_acls.py runs "
         "samsa acls and admin clients against one",
+    "Metrics: Prometheus, Grafana and `samsa top`": "a second broker with metrics.listeners "
+        "and a view of the groups the walked examples left; tests/integration/test_metrics.py "
+        "scrapes a broker and runs samsa top --once after known traffic",
     "A replicated cluster": "ZooKeeper and three brokers on ports of their own; tests/cluster "
         "runs clusters, and samsa.testing.run_cluster is what make cluster starts",
 }  # fmt: skip

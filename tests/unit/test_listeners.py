@@ -43,3 +43,21 @@ def test_every_advertised_listener_is_kept() -> None:
     assert [(a.name, a.port) for a in config.advertised_listeners] == [
         ("PLAINTEXT", 0), ("REPLICATION", 7001),
     ]  # fmt: skip
+
+
+def test_metrics_are_served_only_where_metrics_listeners_says() -> None:
+    assert BrokerConfig.from_props({}).metrics_listeners == ()
+    config = BrokerConfig.from_props(
+        {"metrics.listeners": "http://127.0.0.1:9644, http://[::1]:0/"}
+    )
+    assert config.metrics_listeners == (("127.0.0.1", 9644), ("::1", 0))
+
+
+@pytest.mark.parametrize(
+    "spec", ["127.0.0.1:9644", "https://127.0.0.1:9644", "http://127.0.0.1", "http://h:70000"]
+)
+def test_a_metrics_listener_that_is_not_http_host_port_is_a_configuration_error(
+    spec: str,
+) -> None:
+    with pytest.raises(ConfigError, match=r"metrics\.listeners"):
+        BrokerConfig.from_props({"metrics.listeners": spec})

@@ -228,6 +228,9 @@ BROKER_CONFIG = ConfigDef(
                   "Allow an operation on a resource that no ACL names."),
         ConfigKey("inter.broker.listener.name", _S, None,
                   "The listener brokers reach each other on (default: the first)."),
+        ConfigKey("metrics.listeners", _LIST, [],
+                  "http://HOST:PORT addresses serving Prometheus metrics at GET /metrics "
+                  "(empty: none)."),
         *SECURITY_CONFIG_KEYS,
     ]
 )  # fmt: skip
@@ -293,6 +296,15 @@ def parse_listener(spec: str, protocols: Mapping[str, str] | None = None) -> Lis
     return Listener(name, host.strip("[]") or "0.0.0.0", int(port), protocol)
 
 
+def parse_metrics_listener(spec: str) -> tuple[str, int]:
+    """``http://host:port`` (``metrics.listeners``) → ``(host, port)``; port 0 picks one."""
+    scheme, sep, address = spec.partition("://")
+    host, colon, port = address.rstrip("/").rpartition(":")
+    if scheme.lower() != "http" or not sep or not colon or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"invalid metrics.listeners entry {spec!r}: expected http://HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
 @dataclass(frozen=True)
 class BrokerConfig:
     """Typed broker configuration; build with :meth:`from_props`."""
@@ -308,6 +320,8 @@ class BrokerConfig:
     """Each listener's security, by listener name."""
     inter_broker_security: ClientSecurity = field(default_factory=ClientSecurity)
     """How this broker connects to the others (cluster mode)."""
+    metrics_listeners: tuple[tuple[str, int], ...] = ()
+    """``(host, port)`` of each ``metrics.listeners`` entry."""
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -345,6 +359,7 @@ class BrokerConfig:
             overrides={k: str(v) for k, v in props.items()},
             security=security,
             inter_broker_security=inter_broker,
+            metrics_listeners=tuple(parse_metrics_listener(s) for s in values["metrics.listeners"]),
         )
 
     @classmethod

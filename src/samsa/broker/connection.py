@@ -18,6 +18,10 @@ A request over its client's quota is answered at once with its
 ``throttle_time_ms``; the connection then handles nothing more for that long
 (KIP-219, :mod:`samsa.broker.quota`): a timer, not a sleep in a handler.
 
+Each request's times (queue, local, remote, response send, total) and the error
+codes it answers are recorded once, when its response is written
+(:class:`~samsa.broker.metrics.stats.RequestStats`).
+
 ``connections.max.idle.ms`` closes a connection that has sent nothing for that
 long (a half-sent frame included); ``queued.max.request.bytes`` bounds the
 bytes of requests held (:mod:`samsa.broker.memory_pool`).
@@ -49,12 +53,14 @@ from samsa.broker.config import BrokerConfig
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.handlers.sasl import raw_token
 from samsa.broker.memory_pool import RequestMemoryPool, release_freed_memory
+from samsa.broker.metrics.stats import RequestStats, RequestTiming, request_timing
 from samsa.broker.quota.loop_time import LoopTimed
 from samsa.broker.quota.manager import ClientQuotas, RequestThrottle, current_throttle
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.sasl_authenticator import (
     PRE_AUTHENTICATION_APIS,
+    SASL_AUTHENTICATE,
     SaslAuthenticator,
     current_authenticator,
 )
@@ -98,6 +104,7 @@ class ConnectionHost(Protocol):
     scram_credentials: ScramCredentials
     authorizer: Authorizer | None
     client_quotas: ClientQuotas
+    request_stats: RequestStats
 
     def connection_opened(self, connection: Connection) -> None: ...
 
@@ -130,7 +137,8 @@ class Connection(asyncio.Protocol):
         if self.authenticator is not None:
             max_frame = min(max_frame, security.max_receive_size)
         self.decoder = FrameDecoder(max_frame)
-        self.queue: asyncio.Queue[bytes] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[bytes, float]] = asyncio.Queue()
+        """Frames received and not handled yet, with when each was complete."""
         self.transport: asyncio.Transport | None = None
         self.worker: asyncio.Task[None] | None = None
         self.peer = "?"
@@ -148,7 +156,9 @@ class Connection(asyncio.Protocol):
         self._socket_fd = -1
         self._watch_fd = -1
         self._handler_failures = 0
-        self._later: deque[asyncio.Future[bytes | RawResponse | None]] = deque()
+        self._later: deque[tuple[asyncio.Future[bytes | RawResponse | None], RequestTiming]] = (
+            deque()
+        )
         """Responses to write, in request order, once each is ready (see :class:`Deferred`)."""
         self._writer: asyncio.Task[None] | None = None
         self._close_after_write = False
@@ -197,11 +207,11 @@ class Connection(asyncio.Protocol):
             )
             self.close()
             return
-        self._last_active = time.monotonic()
+        now = self._last_active = time.monotonic()
         if self.broker.memory_pool.bounded:
             self._account(frames)
         for frame in frames:
-            self.queue.put_nowait(frame)
+            self.queue.put_nowait((frame, now))
         if self.queue.qsize() > _MAX_QUEUED_FRAMES and not self._paused:
             self._paused = True
             self._update_reading()
@@ -329,27 +339,31 @@ class Connection(asyncio.Protocol):
                     await self._throttled()
                 await self._writable.wait()
                 self._busy = bool(self._later)
-                frame = await self.queue.get()
+                frame, arrived = await self.queue.get()
                 self._busy = True
                 if self._paused and self.queue.qsize() < _MAX_QUEUED_FRAMES // 2:
                     self._paused = False
                     self._update_reading()
                 throttle = RequestThrottle(len(frame))
                 current_throttle.set(throttle)
-                response = await self._handle(frame)
+                timing = RequestTiming(arrived, time.monotonic())
+                request_timing.set(timing)
+                response = await self._handle(frame, timing)
                 if throttle.ms > 0:
                     loop = asyncio.get_running_loop()
                     self._unmuted_at = loop.time() + throttle.ms / 1000
                 self._release(len(frame))
                 self._last_active = time.monotonic()
                 if isinstance(response, asyncio.Future):
-                    await self._write_later(response)
+                    await self._write_later(response, timing)
                     continue
+                timing.ready = self._last_active
                 if response is None:
+                    self.broker.request_stats.record(timing, timing.ready)
                     continue
                 if self._later or self._writer is not None:
                     # Earlier responses are still on their way: this one goes after them.
-                    await self._write_later(_ready(response))
+                    await self._write_later(_ready(response), timing)
                     if self._close_after_write:
                         await self._close_when_written()
                         return
@@ -357,6 +371,7 @@ class Connection(asyncio.Protocol):
                 if self.transport is None or self.transport.is_closing():
                     return
                 await self._write(response)
+                self.broker.request_stats.record(timing, time.monotonic())
                 if self._close_after_write:
                     self.close()
                     return
@@ -411,27 +426,32 @@ class Connection(asyncio.Protocol):
         else:
             self.transport.write(response)
 
-    async def _write_later(self, response: asyncio.Future[bytes | RawResponse | None]) -> None:
+    async def _write_later(
+        self, response: asyncio.Future[bytes | RawResponse | None], timing: RequestTiming
+    ) -> None:
         """Queue a response to be written once those before it are; with too many queued,
         wait for the oldest before reading the next request (backpressure)."""
-        self._later.append(response)
+        self._later.append((response, timing))
         if self._writer is None:
             self._writer = asyncio.get_running_loop().create_task(self._write_in_order())
         if len(self._later) >= _MAX_LATER_RESPONSES:
-            await asyncio.wait([self._later[0]])
+            await asyncio.wait([self._later[0][0]])
 
     async def _write_in_order(self) -> None:
         """Write the queued responses in request order, each once it is ready."""
         try:
+            stats = self.broker.request_stats
             while self._later:
-                response = await self._later[0]
-                self._later.popleft()
+                response = await self._later[0][0]
+                _, timing = self._later.popleft()
                 if response is None:
+                    stats.record(timing, timing.ready)
                     continue
                 if self.transport is None or self.transport.is_closing():
                     return
                 await self._writable.wait()
                 await self._write(response)
+                stats.record(timing, time.monotonic())
         except asyncio.CancelledError:
             pass
         except Exception as exc:
@@ -514,15 +534,17 @@ class Connection(asyncio.Protocol):
             loop.remove_writer(self._watch_fd)
 
     async def _handle(
-        self, frame: bytes
+        self, frame: bytes, timing: RequestTiming
     ) -> bytes | RawResponse | asyncio.Future[bytes | RawResponse | None] | None:
         authenticator = self.authenticator
         if authenticator is not None and authenticator.raw_tokens:
+            timing.api_key, timing.api_version = SASL_AUTHENTICATE, 0  # a bare SASL token
             return await self._raw_sasl_token(authenticator, frame)
         try:
             api_key, api_version, correlation_id = peek_header(frame)
         except RequestDecodeError as exc:
             raise _CloseConnection(str(exc)) from exc
+        timing.api_key, timing.api_version = api_key, api_version
         if authenticator is not None and api_key not in PRE_AUTHENTICATION_APIS:
             if not authenticator.authenticated:
                 raise _CloseConnection(
@@ -533,6 +555,7 @@ class Connection(asyncio.Protocol):
         registry = self.broker.registry
         if not registry.supports(api_key, api_version):
             if api_key == API_VERSIONS_KEY:
+                timing.note_error(ErrorCode.UNSUPPORTED_VERSION)
                 return encode_response(correlation_id, unsupported_version_response(registry))
             raise _CloseConnection(f"API key {api_key} version {api_version} is not served")
         self.broker.load_schemas(api_key, api_version)
@@ -553,11 +576,13 @@ class Connection(asyncio.Protocol):
             if authenticator is not None and api_key in PRE_AUTHENTICATION_APIS:
                 self._after_sasl_step(authenticator)
             if isinstance(response, Deferred):
+                timing.ready = time.monotonic()
                 return asyncio.ensure_future(
-                    self._finish(api_key, api_version, correlation_id, response)
+                    self._finish(api_key, api_version, correlation_id, response, timing)
                 )
             if response is None or isinstance(response, RawResponse):
                 return response
+            _note_top_level_error(response, timing)
             return encode_response_for(api_key, api_version, correlation_id, response)
         except CloseConnectionRequest as exc:
             raise _CloseConnection(str(exc)) from exc
@@ -610,17 +635,30 @@ class Connection(asyncio.Protocol):
         return response
 
     async def _finish(
-        self, api_key: int, api_version: int, correlation_id: int, deferred: Deferred
+        self,
+        api_key: int,
+        api_version: int,
+        correlation_id: int,
+        deferred: Deferred,
+        timing: RequestTiming,
     ) -> bytes | RawResponse | None:
-        """The encoded response of a :class:`Deferred`, once it is ready."""
+        """The encoded response of a :class:`Deferred`, once it is ready (the wait is the
+        request's remote time)."""
         try:
             response: Any = await deferred.response
+            now = time.monotonic()
+            timing.remote += now - timing.ready
+            timing.ready = now
             if response is None or isinstance(response, RawResponse):
                 return response
+            _note_top_level_error(response, timing)
             return encode_response_for(api_key, api_version, correlation_id, response)
         except CloseConnectionRequest as exc:
             raise _CloseConnection(str(exc)) from exc
         except Exception as exc:
+            now = time.monotonic()
+            timing.remote += now - timing.ready
+            timing.ready = now
             return self._handler_failed(api_key, api_version, correlation_id, exc)
 
     def _handler_failed(
@@ -643,10 +681,21 @@ class Connection(asyncio.Protocol):
                 exc_info=exc, traceback_limit=self.broker.handler_traceback_log,
             )  # fmt: skip
         code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+        timing = request_timing.get()
+        if timing is not None:
+            timing.note_error(code)
         response = error_response(api_key, api_version, code, summary)
         if response is None:
             raise _CloseConnection(f"request (api key {api_key} v{api_version}) failed")
         return encode_response(correlation_id, response)
+
+
+def _note_top_level_error(response: Any, timing: RequestTiming) -> None:
+    """Count a response's top-level error code (per-partition codes are counted by the
+    handlers that set them: Produce and Fetch)."""
+    code = getattr(response, "error_code", 0)
+    if code:
+        timing.note_error(int(code))
 
 
 def _ready(response: bytes | RawResponse) -> asyncio.Future[bytes | RawResponse | None]:

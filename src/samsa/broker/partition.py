@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from samsa.broker.metrics.stats import TopicStats
 from samsa.broker.replicas import LeaderReplicas
 from samsa.errors import (
     ErrorCode,
@@ -62,10 +63,14 @@ class LeaderAndIsrState:
 class Partition:
     """A partition's log, its leadership, and the waits that depend on them."""
 
-    def __init__(self, tp: TopicPartition, log: Log, local_id: int) -> None:
+    def __init__(
+        self, tp: TopicPartition, log: Log, local_id: int, stats: TopicStats | None = None
+    ) -> None:
         self.tp = tp
         self.log = log
         self.local_id = local_id
+        self.stats = TopicStats() if stats is None else stats
+        """Its topic's counters (shared by the topic's partitions): appends count here."""
         self.leader_id = NO_LEADER
         self.leader_epoch = NO_EPOCH
         self.replicas: tuple[int, ...] = ()
@@ -216,6 +221,8 @@ class Partition:
         if required_acks == -1:
             self.check_min_insync()
         info = self.log.append_as_leader(records, leader_epoch=self.leader_epoch, origin=origin)
+        self.stats.messages_in += info.record_count
+        self.stats.bytes_in += info.valid_bytes
         self.after_leader_append()
         return info
 
@@ -316,6 +323,7 @@ class Partition:
         """Append the leader's batches (offsets as it assigned them) and take its high
         watermark, capped at this log's end; None when there were no batches."""
         info = self.log.append_as_follower(records) if len(records) else None
+        self.stats.replication_bytes_in += len(records)
         self.log.update_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
         return info
 

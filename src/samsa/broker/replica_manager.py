@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Protocol
 
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.metrics.stats import BrokerTopicStats
 from samsa.broker.partition import LeaderAndIsrState, Partition, now_ms
 from samsa.cluster.local import TopicInfo
 from samsa.errors import (
@@ -163,6 +164,14 @@ class ReplicaManager:
         a partition (the coordinators load or unload the internal topics' state)."""
         self.replica_lag_time_max_ms = 30_000
         self._isr_writes: set[asyncio.Task[None]] = set()
+        self.topic_stats = BrokerTopicStats()
+        """Messages and bytes in and out, by topic (Kafka's ``BrokerTopicMetrics``)."""
+        self.delayed_fetches = 0
+        """Fetches waiting for data now (Kafka's fetch purgatory size)."""
+        self.delayed_produces = 0
+        """``acks=all`` appends waiting for their ISR now (the produce purgatory size)."""
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def topic_config(self, topic: str) -> LogConfig:
         info = self.metadata.get(topic)
@@ -205,7 +214,7 @@ class ReplicaManager:
         self._serve(built)
 
     def _add_partition(self, tp: TopicPartition, partition_log: Log) -> Partition:
-        partition = Partition(tp, partition_log, self.local_id)
+        partition = Partition(tp, partition_log, self.local_id, self.topic_stats.topic(tp.topic))
         self._partitions[tp] = partition
         if self.fetching is None:  # a single node leads what it holds
             partition.make_leader(self._single_node_state())
@@ -320,7 +329,9 @@ class ReplicaManager:
                 except (KafkaError, OSError) as exc:
                     log.error("cannot create the log of %s: %s", tp, exc)
                     return None
-            partition = Partition(tp, partition_log, self.local_id)
+            partition = Partition(
+                tp, partition_log, self.local_id, self.topic_stats.topic(tp.topic)
+            )
             self._partitions[tp] = partition
         was_leader = partition.is_leader
         if state.leader == self.local_id:
@@ -410,7 +421,13 @@ class ReplicaManager:
         partition = self._partitions.get(tp)
         if partition is None:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        return await partition.wait_for_acks(required_offset, timeout_ms / 1000)
+        if partition.high_watermark >= required_offset:
+            return await partition.wait_for_acks(required_offset, timeout_ms / 1000)
+        self.delayed_produces += 1
+        try:
+            return await partition.wait_for_acks(required_offset, timeout_ms / 1000)
+        finally:
+            self.delayed_produces -= 1
 
     async def append_replicated(
         self,
@@ -649,6 +666,10 @@ class ReplicaManager:
             if version is not None and partition.leader_epoch == epoch and partition.is_leader:
                 log.info("%s: ISR %s -> %s (%s)", partition.tp, list(partition.isr),
                          list(isr), why)  # fmt: skip
+                if len(isr) < len(partition.isr):
+                    self.isr_shrinks += 1
+                elif len(isr) > len(partition.isr):
+                    self.isr_expands += 1
                 partition.apply_isr(isr, version)
 
         task = asyncio.get_running_loop().create_task(write())
@@ -665,11 +686,13 @@ class ReplicaManager:
         partitions = [p for tp in tps if (p := self._partitions.get(tp)) is not None]
         for partition in partitions:
             partition.waiters.add(waiter)
+        self.delayed_fetches += 1
         try:
             await asyncio.wait_for(waiter, timeout_s)
         except TimeoutError:
             pass
         finally:
+            self.delayed_fetches -= 1
             for partition in partitions:
                 partition.waiters.discard(waiter)
 

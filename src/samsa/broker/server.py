@@ -9,6 +9,10 @@ process. Each accepted socket becomes a :class:`~samsa.broker.connection.Connect
 ``max.connections`` and ``max.connections.per.ip`` are applied where
 connections are accepted (:mod:`samsa.broker.acceptor`), which also logs
 running out of descriptors.
+
+The broker counts what it serves as it goes (:mod:`samsa.broker.metrics`); with
+``metrics.listeners`` set it also serves them to Prometheus at ``GET /metrics``
+(``prometheus_client`` is imported only then).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import logging
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from samsa.broker.acceptor import (
     Acceptor,
@@ -40,6 +44,7 @@ from samsa.broker.handlers.reassignments import single_node_reassignments
 from samsa.broker.marker_channel import TxnMarkerChannel
 from samsa.broker.memory_pool import RequestMemoryPool
 from samsa.broker.metadata_cache import LocalMetadataCache, MetadataCache
+from samsa.broker.metrics.stats import ConnectionStats, RequestStats, StorageStats
 from samsa.broker.partition import Partition
 from samsa.broker.quota.manager import ClientQuotas
 from samsa.broker.quota.store import LocalQuotaStore, QuotaStore, ZkQuotaStore
@@ -66,8 +71,12 @@ from samsa.coordinator.transaction.coordinator import (
 from samsa.errors import ConfigError, SamsaError
 from samsa.protocol.codec import load_schemas
 from samsa.storage import Log, LogManager
+from samsa.storage.cleaner import CleanResult
 from samsa.storage.validator import AppendOrigin
 from samsa.types import TopicPartition
+
+if TYPE_CHECKING:
+    from samsa.broker.metrics.exporter import MetricsExporter
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +127,9 @@ class Broker:
             cleaner_dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
             recovery_threads_per_data_dir=config["num.recovery.threads.per.data.dir"],
         )
+        self.storage_stats = StorageStats()
+        self.log_manager.on_flushed = self.storage_stats.flushed
+        self.log_manager.on_cleaned = self._cleaned
         self.replica_manager = ReplicaManager(
             self.log_manager, self.metadata, config.log_defaults, local_id=self.node_id
         )
@@ -254,6 +266,10 @@ class Broker:
         self.bound: list[BoundAddress] = []
         self._servers: list[Acceptor] = []
         self._connections: set[Connection] = set()
+        self.request_stats = RequestStats()
+        self.connection_stats = ConnectionStats()
+        self.metrics: MetricsExporter | None = None
+        """The ``metrics.listeners`` endpoint (None when none is configured)."""
         # What any peer can provoke at will is logged a few times a minute at most.
         self.bad_request_log = RateLimitedLog(log, interval_s=60.0, burst=10)
         self.handler_traceback_log = RateLimitedLog(log, interval_s=600.0, burst=1)
@@ -296,6 +312,11 @@ class Broker:
         self._raise_open_files_limit()
         # Listen before anything is created on disk: a port in use stops start-up first.
         await self._bind()
+        if self.config.metrics_listeners:
+            from samsa.broker.metrics.exporter import MetricsExporter
+
+            self.metrics = MetricsExporter(self)
+            await self.metrics.listen(list(self.config.metrics_listeners))
         if self.cluster is not None:
             proposed = await asyncio.to_thread(self.metadata_store.stored_cluster_id)
             self.metadata_store.cluster_id = await self.cluster.connect(
@@ -329,6 +350,8 @@ class Broker:
         self.txn_coordinator.start()
         self.log_manager.start_background_tasks()
         self._ready = True
+        if self.metrics is not None:
+            await self.metrics.start_serving()
         for server in self._servers:
             server.resume()
         addresses = ", ".join(f"{b.host}:{b.port}" for b in self.bound)
@@ -473,10 +496,32 @@ class Broker:
 
     def connection_opened(self, connection: Connection) -> None:
         self._connections.add(connection)
+        self.connection_stats.opened += 1
 
     def connection_closed(self, connection: Connection) -> None:
         self._connections.discard(connection)
+        self.connection_stats.closed += 1
         self._release_quota(connection.ip)
+
+    def open_connections(self) -> int:
+        return len(self._connections)
+
+    def controller_status(self) -> tuple[bool, int]:
+        """Whether this broker is the active controller (a single node is its own), and the
+        partitions without a live leader it knows of (0 unless it is the controller)."""
+        if self.cluster is None:
+            return True, 0
+        context = self.cluster.controller.context
+        if context is None:
+            return False, 0
+        live = context.live_brokers
+        offline = sum(1 for state in context.states.values() if state.leader not in live)
+        return True, offline
+
+    def _cleaned(self, seconds: float, result: CleanResult) -> None:
+        self.storage_stats.cleaned(
+            seconds, result.bytes_read, result.bytes_written, result.records_removed
+        )
 
     def _release_quota(self, ip: str) -> None:
         was_at_limit = self.quotas.at_broker_limit()
@@ -507,6 +552,8 @@ class Broker:
                 await self.cluster.controlled_shutdown()
             for server in self._servers:
                 server.close()
+            if self.metrics is not None:
+                await self.metrics.close()
             await self.group_coordinator.shutdown()
             await self.txn_coordinator.shutdown()
             if isinstance(self.acl_store, ZkAclStore):

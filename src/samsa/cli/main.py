@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import importlib
 import importlib.metadata
 import logging
@@ -49,6 +50,10 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"samsa serve: cannot start: {exc}", file=sys.stderr)
             await broker.stop()
             return 1
+        # What start-up made (modules, schemas, loaded logs) lives as long as the process:
+        # kept out of the collector's full passes, which would scan it again and again —
+        # pauses of ~100 ms with 2,000 partitions (bench/RESULTS.md, "Metrics").
+        gc.freeze()
         await broker.wait_stopped()
         return 0 if broker.stopped_cleanly else 1
 
@@ -177,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("console", "console",
          "a web console: topics, messages, consumer groups and their lag"),
         ("acls", "acls", "add, remove and list ACLs (kafka-acls)"),
+        ("top", "top", "a live view of messages in per topic and lag per consumer group"),
     ):  # fmt: skip
         # Every argument goes to the tool's own parser (prefix_chars no flag can use).
         tool = sub.add_parser(name, help=summary, add_help=False, prefix_chars="\0")

@@ -30,7 +30,9 @@ Background work runs as asyncio tasks on the owner's loop — retention every
 cleans the dirtiest compacted log, then the next, and sleeps
 ``log.cleaner.backoff.ms`` when none is dirty enough — and every blocking disk
 call they make (fsync, unlink of big files, checkpoint writes, the cleaning
-itself) runs on a worker thread so the loop never waits on the disk.
+itself) runs on a worker thread so the loop never waits on the disk. The
+owner may time them: :attr:`LogManager.on_flushed` and
+:attr:`LogManager.on_cleaned` are called after each flush and cleaner pass.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -152,6 +155,10 @@ class LogManager:
         self._tasks: set[asyncio.Task[None]] = set()
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._started = False
+        self.on_flushed: Callable[[float], None] | None = None
+        """Called with the seconds each flush of a log took (fsync on a worker thread)."""
+        self.on_cleaned: Callable[[float, CleanResult], None] | None = None
+        """Called with the seconds a cleaner pass took and what it did."""
 
     # -- start-up ---------------------------------------------------------------
     def startup(self, topic_configs: Callable[[str], LogConfig] | None = None) -> None:
@@ -378,7 +385,10 @@ class LogManager:
         target, segments = partition_log.segments_to_flush(up_to)
         write_epochs = partition_log.leader_epoch_cache.writer()
         if segments or write_epochs is not None:
+            started = time.monotonic()
             await asyncio.to_thread(_flush, segments, write_epochs)
+            if self.on_flushed is not None:
+                self.on_flushed(time.monotonic() - started)
         partition_log.mark_flushed(target)
 
     async def maybe_flush(self, partition_log: Log) -> None:
@@ -430,6 +440,11 @@ class LogManager:
         await asyncio.to_thread(self.checkpoint)
 
     # -- compaction -------------------------------------------------------------------
+    @property
+    def uncleanable_count(self) -> int:
+        """Compacted logs whose cleaning failed, left uncleaned until restart."""
+        return len(self._uncleanable)
+
     def cleaner_first_dirty_offset(self, tp: TopicPartition) -> int | None:
         """Where ``tp``'s dirty section starts (None: not cleaned yet, or no such log)."""
         partition_log = self._logs.get(tp)
@@ -506,12 +521,15 @@ class LogManager:
     async def _clean(
         self, tp: TopicPartition, partition_log: Log, *, force: bool = False
     ) -> CleanResult | None:
+        started = time.monotonic()
         result = await self.cleaner.clean(
             partition_log,
             self._cleaner_offsets.get(tp),
             force=force,
             still_current=lambda: self._logs.get(tp) is partition_log,
         )
+        if result is not None and self.on_cleaned is not None:
+            self.on_cleaned(time.monotonic() - started, result)
         directory = self._dir_of.get(tp)
         if result is None or directory is None:
             return result

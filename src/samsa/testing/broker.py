@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _READY = re.compile(r"ready on (\S+):(\d+)")
+_METRICS = re.compile(r"serving metrics on (http://\S+)")
 
 
 class BrokerProcess:
@@ -67,6 +68,18 @@ class BrokerProcess:
             time.sleep(0.02)
         self.kill()
         raise RuntimeError(f"broker not ready after {timeout} s; see {self.log_path}")
+
+    @property
+    def metrics_url(self) -> str:
+        """Where the running broker serves Prometheus metrics (start it with the override
+        ``metrics.listeners=http://127.0.0.1:0``; the port it picked is read from its log)."""
+        text = self.log_path.read_bytes()[self._log_offset :].decode(errors="replace")
+        found = _METRICS.findall(text)
+        if not found:
+            raise RuntimeError(
+                f"the broker serves no metrics (metrics.listeners); see {self.log_path}"
+            )
+        return str(found[-1])
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait: a clean shutdown. Returns the exit code."""

@@ -41,6 +41,12 @@ A consumer with a ``consumer_byte_rate`` is never sent more than its quota
 allows over the measured window; a response that would take it over the quota
 is not sent: the consumer gets an empty response with ``throttle_time_ms`` and
 is muted for that long, and the bytes are not counted (Kafka's behaviour).
+
+The bytes a response carries are counted per topic from its file regions'
+lengths (consumers' as bytes out, followers' as replication bytes out); the
+long poll's wait is the request's remote time, per-partition error codes are
+counted, and requests are named ``FetchConsumer`` or ``FetchFollower`` as Kafka
+names them in its request metrics (:mod:`samsa.broker.metrics.stats`).
 """
 
 from __future__ import annotations
@@ -55,6 +61,7 @@ from samsa.broker.api import RawResponse
 from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.metrics.stats import add_remote_time, name_request, note_error
 from samsa.broker.quota.manager import ClientQuotas, request_throttle
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
@@ -171,12 +178,21 @@ def register(
                     entry.error_code = exc.code
                     entry.aborted_transactions = None
                     failed = True
+                    note_error(exc.code)
             topics.append(result)
         return topics, total, failed
 
     async def handle(header: RequestHeader, body: Any) -> Any:
+        replica_state = getattr(body, "replica_state", None)
+        follower = (
+            replica_state.replica_id
+            if replica_state is not None
+            else getattr(body, "replica_id", -1)
+        )
+        name_request("FetchFollower" if follower >= 0 else "FetchConsumer")
         # Fetch sessions came with v7 (KIP-227): v4-v6 requests carry no session fields.
         if getattr(body, "session_id", 0) != 0 and body.session_epoch != -1:
+            note_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
             chunks, size = encode_fetch_response(
                 header.api_version, header.correlation_id, [],
                 error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
@@ -189,12 +205,6 @@ def register(
                 info = metadata.by_id(topic.topic_id)
                 name = info.name if info is not None else None
             names.append(name)
-        replica_state = getattr(body, "replica_state", None)
-        follower = (
-            replica_state.replica_id
-            if replica_state is not None
-            else getattr(body, "replica_id", -1)
-        )
         refused = _refused(names, follower)
         deadline = time.monotonic() + body.max_wait.total_seconds()
         if follower >= 0:
@@ -215,8 +225,12 @@ def register(
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            waited = time.monotonic()
             await replicas.wait_for_data(tps, left)
+            add_remote_time(time.monotonic() - waited)
             topics, total, failed = read_all(body, names, follower, refused, quota_bytes)
+        if total:
+            count_bytes_out(topics, follower >= 0)
         if header.api_version < DOWN_CONVERT_FROM:
             fetch_offsets: dict[tuple[str, int], int] = {}
             partition_max_bytes: dict[tuple[str, int], int] = {}
@@ -242,6 +256,20 @@ def register(
                     header.api_version, header.correlation_id, [], throttle_time_ms=throttle_ms
                 )
         return RawResponse(chunks, size)
+
+    def count_bytes_out(topics: list[FetchTopic], to_follower: bool) -> None:
+        for topic in topics:
+            sent = 0
+            for p in topic.partitions:
+                records = p.records
+                if records is not None and not isinstance(records, bytes):
+                    sent += records.length
+            if sent:
+                stats = replicas.topic_stats.topic(topic.name)
+                if to_follower:
+                    stats.replication_bytes_out += sent
+                else:
+                    stats.bytes_out += sent
 
     registry.add(API_KEY, 0, 17, handle)
 

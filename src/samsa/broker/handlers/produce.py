@@ -40,6 +40,7 @@ from samsa.broker.api import CloseConnectionRequest, Deferred, error_fields, res
 from samsa.broker.authorizer import authorize
 from samsa.broker.internal_topics import refuse_client_change
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.metrics.stats import note_error
 from samsa.broker.quota.manager import ClientQuotas, request_throttle
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
@@ -143,6 +144,7 @@ def register(
                         )))  # fmt: skip
                 except KafkaError as exc:
                     failed = exc
+                    note_error(exc.code)
                     entry.update(error_fields(exc), base_offset=-1, log_append_time=-1)
                     if isinstance(exc, RecordValidationError):  # v8+: which records, and why
                         entry["record_errors"] = [
@@ -177,6 +179,7 @@ def register(
         for (entry, _), code in zip(replicating, codes, strict=True):
             if code:
                 entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
+                note_error(code)
         return respond(header, {"responses": topics, "throttle_time": throttle_ms})
 
     registry.add(API_KEY, 0, 13, handle)
