@@ -80,8 +80,11 @@ lint: $(SPARK)
 	$(BIN)/ruff format --check src tests bench examples
 	$(BIN)/mypy --strict src
 
+# Two test processes (pytest-xdist): most tests wait on brokers, ZooKeeper and Spark
+# rather than compute, so two share this project's 2-core machines well.
+TEST_WORKERS ?= 2
 test: lint $(KCAT) $(ZK) $(CHROMIUM)
-	$(BIN)/pytest -m "not slow" -q
+	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
 test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM)
 	$(BIN)/pytest -m slow -q
