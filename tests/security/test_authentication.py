@@ -17,6 +17,7 @@ from tests.rawclient import read_response, request_frame
 from tests.security.certs import Pki
 from tests.security.conftest import SCRAM_USERS, SecureBroker, add_scram_users, start_secure
 
+from samsa.cli.main import main
 from samsa.client import Admin, Producer
 from samsa.client.admin import ConfigResource, ResourceType, ScramUpsertion
 from samsa.errors import ErrorCode, ResourceNotFoundError, UnacceptableCredentialError
@@ -275,3 +276,35 @@ def test_a_session_past_connections_max_reauth_ms_is_closed_unless_it_reauthenti
         assert SCRAM_USERS  # the module's users are not needed here
     finally:
         broker.process.stop()
+
+
+def test_samsa_configs_sets_describes_and_deletes_a_scram_credential(
+    secure_broker: SecureBroker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bootstrap = secure_broker.address("PLAINTEXT")
+
+    def configs(*args: str) -> tuple[int, str]:
+        capsys.readouterr()
+        code = main(["configs", "--bootstrap-server", bootstrap, *args])
+        return code, capsys.readouterr().out
+
+    user = ["--entity-type", "users", "--entity-name", "gina"]
+    code, out = configs("--alter", *user, "--add-config",
+                        "SCRAM-SHA-256=[iterations=8192,password=gina-pw],"
+                        "SCRAM-SHA-512=[password=gina-pw]")  # fmt: skip
+    assert (code, out) == (0, "Completed updating config for user-principal 'gina'.\n")
+    assert configs("--describe", *user) == (
+        0,
+        "SCRAM credential configs for user-principal 'gina' are "
+        "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n",
+    )
+    scram = {
+        "bootstrap.servers": secure_broker.address("SASL_PLAINTEXT"),
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "gina", "sasl.password": "gina-pw",
+    }  # fmt: skip
+    with Producer(scram) as producer:
+        assert producer.send("gina-topic", value=b"v").result(30).offset == 0
+    assert configs("--alter", *user, "--delete-config", "SCRAM-SHA-256")[0] == 0
+    with Producer(scram) as producer, pytest.raises(Exception, match="SASL_AUTHENTICATION"):
+        producer.send("gina-topic", value=b"v").result(30)

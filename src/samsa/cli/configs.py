@@ -1,10 +1,15 @@
-"""``samsa configs``: client quotas of users and client ids, as kafka-configs.sh sets them.
+"""``samsa configs``: client quotas of users and client ids, and users' SCRAM credentials,
+as kafka-configs.sh sets them.
 
     samsa configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice \\
         --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152
     samsa configs --bootstrap-server HOST:PORT --alter --entity-type clients --entity-default \\
         --delete-config request_percentage
     samsa configs --bootstrap-server HOST:PORT --describe --entity-type users
+    samsa configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice \
+        --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+    samsa configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice \
+        --delete-config SCRAM-SHA-256
 
 An entity is one ``--entity-type`` (``users`` or ``clients``) followed by its
 ``--entity-name`` or ``--entity-default``, or both types in turn for a user's
@@ -14,6 +19,10 @@ only entities of exactly those types, as kafka-configs does; it prints one line
 per entity::
 
     Quota configs for user-principal 'alice' are producer_byte_rate=1048576.0
+    SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192
+
+A SCRAM credential is set for one named user; the password is salted here, and only
+the salt and the salted password go to the broker (``iterations`` defaults to 4096).
 
 Topic and broker configs are not handled here (``samsa topics --alter
 --config`` changes a topic's).
@@ -33,7 +42,7 @@ from samsa.cli.session import (
     reason,
     run_tool,
 )
-from samsa.errors import KafkaError
+from samsa.errors import ErrorCode, KafkaError
 
 __all__ = ["build_parser", "run"]
 
@@ -73,8 +82,8 @@ class _EntityPart(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="samsa configs",
-        description="Alter and describe client quotas of users and client ids "
-        "(kafka-configs.sh's flags and output).",
+        description="Alter and describe client quotas of users and client ids, and users' "
+        "SCRAM credentials (kafka-configs.sh's flags and output).",
     )
     add_connection_arguments(parser, "--command-config")
     action = parser.add_mutually_exclusive_group(required=True)
@@ -95,9 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--client-defaults", action=_EntityPart, nargs=0,
                         help="same as --entity-type clients --entity-default")  # fmt: skip
     parser.add_argument("--add-config", metavar="K=V,K=V",
-                        help="quotas to set: producer_byte_rate, consumer_byte_rate, "
-                        "request_percentage")  # fmt: skip
-    parser.add_argument("--delete-config", metavar="K,K", help="quotas to remove")
+                        help="quotas to set (producer_byte_rate, consumer_byte_rate, "
+                        "request_percentage) or a user's SCRAM credentials "
+                        "(SCRAM-SHA-256=[iterations=8192,password=…])")  # fmt: skip
+    parser.add_argument("--delete-config", metavar="K,K",
+                        help="quotas or SCRAM mechanisms to remove")  # fmt: skip
     parser.set_defaults(entity_parts=[])
     return parser
 
@@ -138,9 +149,64 @@ def _describe_line(entity: dict[str, str | None], quotas: dict[str, float]) -> s
     return f"Quota configs for {', '.join(named)} are {values}"
 
 
-def _parse_added(text: str | None) -> dict[str, float | None]:
+_SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def _split_configs(text: str | None) -> list[str]:
+    """``K=V,K=[a=1,b=2]`` → its items, commas inside brackets kept."""
+    items: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in text or "":
+        if char == "," and depth == 0:
+            items.append("".join(current))
+            current = []
+            continue
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        current.append(char)
+    items.append("".join(current))
+    return [item.strip() for item in items if item.strip()]
+
+
+def _scram_upsertions(user: str, items: list[str]) -> list[Any]:
+    from samsa.client.admin import ScramUpsertion
+
+    upsertions = []
+    for item in items:
+        mechanism, _, value = item.partition("=")
+        if not (value.startswith("[") and value.endswith("]")):
+            raise UsageError(f"--add-config {mechanism}=[iterations=N,password=P] expected")
+        fields = dict(part.partition("=")[::2] for part in value[1:-1].split(",") if part)
+        password = fields.pop("password", "")
+        if not password:
+            raise UsageError(f"--add-config {mechanism} needs password=…")
+        try:
+            iterations = int(fields.pop("iterations", "4096"))
+        except ValueError:
+            raise UsageError(f"--add-config {mechanism}: iterations is not a number") from None
+        if fields:
+            raise UsageError(f"--add-config {mechanism}: unknown {', '.join(sorted(fields))}")
+        upsertions.append(ScramUpsertion(user, mechanism, password, iterations))
+    return upsertions
+
+
+def _describe_scram(admin: Any, user: str | None, named: bool) -> None:
+    if named and user is None:
+        return  # the default user has no credentials
+    try:
+        found = admin.describe_user_scram_credentials(None if user is None else [user])
+    except KafkaError as exc:
+        if exc.code == ErrorCode.RESOURCE_NOT_FOUND:
+            return
+        raise ToolError(f"cannot describe the SCRAM credentials: {reason(exc)}") from exc
+    for name, mechanisms in sorted(found.items()):
+        values = ", ".join(f"{m}=iterations={i}" for m, i in sorted(mechanisms.items()))
+        print(f"SCRAM credential configs for user-principal '{name}' are {values}")
+
+
+def _parse_added(items: list[str]) -> dict[str, float | None]:
     ops: dict[str, float | None] = {}
-    for item in (text or "").split(","):
+    for item in items:
         if not item.strip():
             continue
         key, equals, value = item.partition("=")
@@ -175,20 +241,39 @@ def _execute(options: argparse.Namespace) -> int:
                 raise ToolError(f"cannot describe the quotas: {reason(exc)}") from exc
             for described, quotas in sorted(found.items(), key=lambda item: str(item[0])):
                 print(_describe_line(dict(described), quotas))
+            if [kind for kind, _, _ in entity] == ["user"]:
+                _describe_scram(admin, entity[0][1] if entity[0][2] else None, entity[0][2])
             return 0
         if not all(named for _, _, named in entity):
             raise UsageError("--alter needs --entity-name or --entity-default for each type")
-        ops = _parse_added(options.add_config)
-        for key in (options.delete_config or "").split(","):
-            if key.strip():
-                ops[key.strip()] = None
-        if not ops:
+        added = _split_configs(options.add_config)
+        deleted = _split_configs(options.delete_config)
+        scram_added = [i for i in added if i.partition("=")[0].upper() in _SCRAM]
+        scram_deleted = [k.upper() for k in deleted if k.upper() in _SCRAM]
+        ops = _parse_added([i for i in added if i not in scram_added])
+        for key in deleted:
+            if key.upper() not in _SCRAM:
+                ops[key] = None
+        if not ops and not scram_added and not scram_deleted:
             raise UsageError("--alter needs --add-config or --delete-config")
         target = {kind: name for kind, name, _ in entity}
-        try:
-            admin.alter_client_quotas([ClientQuotaAlteration(target, ops)])
-        except KafkaError as exc:
-            raise ToolError(f"cannot alter the quotas: {reason(exc)}") from exc
+        if scram_added or scram_deleted:
+            user = target.get("user")
+            if len(target) != 1 or user is None:
+                raise UsageError(
+                    "SCRAM credentials belong to one --entity-type users --entity-name"
+                )
+            try:
+                admin.alter_user_scram_credentials(
+                    _scram_upsertions(user, scram_added), [(user, m) for m in scram_deleted]
+                )
+            except KafkaError as exc:
+                raise ToolError(f"cannot alter the SCRAM credentials: {reason(exc)}") from exc
+        if ops:
+            try:
+                admin.alter_client_quotas([ClientQuotaAlteration(target, ops)])
+            except KafkaError as exc:
+                raise ToolError(f"cannot alter the quotas: {reason(exc)}") from exc
         shown = _describe_line(target, {}).removeprefix("Quota configs for ").removesuffix(" are ")
         print(f"Completed updating config for {shown}.")
         return 0
