@@ -140,11 +140,7 @@ def test_samsa_clients_take_the_identity_from_a_jaas_config(secure_broker: Secur
     assert metadata.offset == 0
 
 
-@pytest.mark.parametrize(
-    ("name", "listener", "settings"),
-    [s for s in SETTINGS if s[0] != "sasl-plaintext-scram-256"],
-    ids=[i for i in IDS if i != "sasl-plaintext-scram-256"],
-)
+@pytest.mark.parametrize(("name", "listener", "settings"), SETTINGS, ids=IDS)
 def test_kafka_python_produces_and_consumes(
     secure_broker: SecureBroker, name: str, listener: str, settings: dict[str, str]
 ) -> None:
@@ -172,17 +168,18 @@ def test_kafka_python_produces_and_consumes(
     assert read == values()
 
 
-@pytest.mark.parametrize(
-    ("name", "listener", "settings"),
-    [s for s in SETTINGS if s[0] in ("sasl-ssl-scram-512", "sasl-plaintext-scram-256")],
-    ids=["sasl-ssl-scram-512", "sasl-plaintext-scram-256"],
-)
+@pytest.mark.parametrize(("name", "listener", "settings"), SETTINGS, ids=IDS)
 def test_aiokafka_produces_and_consumes(
     secure_broker: SecureBroker, name: str, listener: str, settings: dict[str, str]
 ) -> None:
     config = python_client_config(secure_broker, listener, settings)
     if listener.endswith("SSL"):
-        config["ssl_context"] = create_ssl_context(cafile=str(secure_broker.pki.ca))
+        cert = key = None
+        if "client_certificate" in settings:
+            cert, key = map(str, secure_broker.pki.client(settings["client_certificate"]))
+        config["ssl_context"] = create_ssl_context(
+            cafile=str(secure_broker.pki.ca), certfile=cert, keyfile=key
+        )
     topic = topic_for("aiokafka", name)
 
     async def run() -> list[bytes]:
@@ -209,16 +206,20 @@ def test_aiokafka_produces_and_consumes(
     assert asyncio.run(run()) == values()
 
 
-def test_kcat_produces_and_consumes_over_sasl_ssl_with_scram(secure_broker: SecureBroker) -> None:
+@pytest.mark.parametrize(("name", "listener", "settings"), SETTINGS, ids=IDS)
+def test_kcat_produces_and_consumes(
+    secure_broker: SecureBroker, name: str, listener: str, settings: dict[str, str]
+) -> None:
+    # Debian's kcat links librdkafka 2.0: its SCRAM repeats the client nonce (fixed in
+    # librdkafka 2.6.1), which samsa accepts as Kafka 3.9 did.
     kcat = shutil.which("kcat") or shutil.which("kafkacat")
     assert kcat, "kcat is not installed: `make test` installs it (Debian package kcat)"
-    topic = topic_for("kcat", "scram")
-    common = [
-        kcat, "-b", secure_broker.address("SASL_SSL"), "-t", topic,
-        "-X", "security.protocol=SASL_SSL", "-X", f"ssl.ca.location={secure_broker.pki.ca}",
-        "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=bob",
-        "-X", f"sasl.password={SCRAM_USERS['bob']}",
-    ]  # fmt: skip
+    topic = topic_for("kcat", name)
+    config = rdkafka_config(secure_broker, listener, settings)
+    common = [kcat, "-b", config.pop("bootstrap.servers"), "-t", topic]
+    config["sasl.mechanisms"] = config.pop("sasl.mechanism", "PLAIN")
+    for key, value in config.items():
+        common += ["-X", f"{key}={value}"]
     lines = "\n".join(v.decode() for v in values()) + "\n"
     subprocess.run([*common, "-P"], input=lines.encode(), check=True, timeout=60)
     out = subprocess.run(
