@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import confluent_kafka
@@ -22,6 +22,21 @@ INTER_BROKER_JAAS = (
 )
 
 
+def running_cluster(
+    tmp_path: Path, zk_connect: str, settings_of: Callable[[int, int], Sequence[str]]
+) -> Iterator[LocalCluster]:
+    """Three brokers, each with ``settings_of(broker_id, port)``; stopped afterwards."""
+    cluster = LocalCluster(
+        tmp_path, 3, ("group.initial.rebalance.delay.ms=0",), zookeeper_connect=zk_connect,
+        session_timeout_ms=6000, settings_of=settings_of,
+    )  # fmt: skip
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
 @pytest.fixture
 def sasl_ssl_cluster(tmp_path: Path, zk_connect: str, pki: Pki) -> Iterator[LocalCluster]:
     def settings_of(_broker_id: int, port: int) -> Sequence[str]:
@@ -36,15 +51,7 @@ def sasl_ssl_cluster(tmp_path: Path, zk_connect: str, pki: Pki) -> Iterator[Loca
             f"listener.name.internal.plain.sasl.jaas.config={INTER_BROKER_JAAS}",
         ]
 
-    cluster = LocalCluster(
-        tmp_path, 3, ("group.initial.rebalance.delay.ms=0",), zookeeper_connect=zk_connect,
-        session_timeout_ms=6000, settings_of=settings_of,
-    )  # fmt: skip
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from running_cluster(tmp_path, zk_connect, settings_of)
 
 
 def test_followers_replicate_over_a_sasl_ssl_inter_broker_listener(
@@ -81,15 +88,7 @@ def sasl_cluster(tmp_path: Path, zk_connect: str) -> Iterator[LocalCluster]:
             "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512",
         ]
 
-    cluster = LocalCluster(
-        tmp_path, 3, ("group.initial.rebalance.delay.ms=0",), zookeeper_connect=zk_connect,
-        session_timeout_ms=6000, settings_of=settings_of,
-    )  # fmt: skip
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.close()
+    yield from running_cluster(tmp_path, zk_connect, settings_of)
 
 
 def sasl_port(cluster: LocalCluster, broker_id: int) -> int:
