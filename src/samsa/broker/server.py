@@ -41,6 +41,7 @@ from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
 from samsa.broker.handlers import Services, register_all
 from samsa.broker.handlers.elections import ElectionResults, single_node_elections
 from samsa.broker.handlers.reassignments import single_node_reassignments
+from samsa.broker.loop_monitor import LoopStallMonitor
 from samsa.broker.marker_channel import TxnMarkerChannel
 from samsa.broker.memory_pool import RequestMemoryPool
 from samsa.broker.metadata_cache import LocalMetadataCache, MetadataCache
@@ -282,6 +283,7 @@ class Broker:
         self._spare_descriptor = SpareDescriptor()
         self._schemas_loaded: set[tuple[int, int]] = set()
         self._stopped = asyncio.Event()
+        self.loop_monitor = LoopStallMonitor(config["event.loop.stall.threshold.ms"] / 1000)
         self._ready = False
         self.stopped_cleanly = False
 
@@ -350,6 +352,7 @@ class Broker:
         self.txn_coordinator.start()
         self.log_manager.start_background_tasks()
         self._ready = True
+        self.loop_monitor.start()
         if self.metrics is not None:
             await self.metrics.start_serving()
         for server in self._servers:
@@ -545,6 +548,7 @@ class Broker:
         ``stopped_cleanly`` False; the data directories are then not marked
         clean, so the next start recovers their logs.
         """
+        self.loop_monitor.stop()
         try:
             if self.cluster is not None and self._ready:
                 # Leadership moves first, while this broker still serves: clients and

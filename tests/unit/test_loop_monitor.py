@@ -1,0 +1,69 @@
+"""The event-loop watchdog logs a stall with the stack the loop is stuck in, once per
+stall, and nothing while the loop runs.
+
+A busy machine can hold the loop back briefly by itself: reports are matched by the
+function that blocks the loop here, and thresholds leave room for scheduling."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+
+from samsa.broker.loop_monitor import LoopStallMonitor
+
+
+def _blocks_the_loop_for(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+async def _watched(threshold_s: float, stalls: list[float]) -> LoopStallMonitor:
+    monitor = LoopStallMonitor(threshold_s)
+    monitor.start()
+    try:
+        for stall in stalls:
+            await asyncio.sleep(0.1)  # the loop runs: no report
+            _blocks_the_loop_for(stall)
+        await asyncio.sleep(0.2)
+    finally:
+        monitor.stop()
+    return monitor
+
+
+def _reports_of_the_block(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [
+        r for r in caplog.records
+        if r.levelno == logging.WARNING and "_blocks_the_loop_for" in r.getMessage()
+    ]  # fmt: skip
+
+
+def test_a_stall_is_logged_with_the_function_the_loop_is_stuck_in(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.INFO, logger="samsa.broker.loop_monitor"):
+        monitor = asyncio.run(_watched(0.2, [1.0]))
+    assert len(_reports_of_the_block(caplog)) == 1
+    assert monitor.stalls >= 1
+    assert monitor.longest_stall_s >= 0.8
+    assert any("ran again after a stall" in r.getMessage() for r in caplog.records)
+
+
+def test_a_loop_that_keeps_running_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="samsa.broker.loop_monitor"):
+        monitor = asyncio.run(_watched(1.0, [0.0, 0.0, 0.0]))
+    assert monitor.stalls == 0
+    assert not caplog.records
+
+
+def test_two_stalls_are_two_reports(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="samsa.broker.loop_monitor"):
+        monitor = asyncio.run(_watched(0.2, [0.8, 0.8]))
+    assert monitor.stalls >= 2
+    assert len(_reports_of_the_block(caplog)) == 2
+
+
+def test_a_threshold_of_zero_switches_the_watchdog_off() -> None:
+    monitor = asyncio.run(_watched(0.0, [0.2]))
+    assert monitor.stalls == 0
