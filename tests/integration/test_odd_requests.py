@@ -218,5 +218,10 @@ def test_the_broker_log_does_not_grow_a_line_per_bad_frame(broker: BrokerProcess
     _assert_answered(broker, API_VERSIONS, 3, {})  # the log is written before this answer
     grown = _log_since(broker, log_start)
     assert "Traceback" not in grown
-    # At most one burst of the rate-limited warning (10 a minute) and one suppression count.
-    assert len(grown.splitlines()) <= 11, grown
+    # At most one burst of the rate-limited warning (10 a minute) and one suppression count
+    # (records counted by their first line; the event-loop watchdog's are about the machine).
+    records = [
+        line for line in grown.splitlines()
+        if line[:4].isdigit() and "samsa.broker.loop_monitor" not in line
+    ]  # fmt: skip
+    assert len(records) <= 11, grown
