@@ -312,7 +312,7 @@ def test_docs_list_exactly_the_metrics_the_broker_exports(traffic: BrokerProcess
     families = scrape(traffic).families
     documented = set(
         re.findall(
-            r"^\| `((?:kafka|process)_[a-z0-9_]+)`",
+            r"^\| `((?:kafka|process|samsa)_[a-z0-9_]+)`",
             (ROOT / "docs" / "metrics.md").read_text(),
             re.M,
         )

@@ -52,6 +52,7 @@ from samsa.broker.metrics.stats import (
 from samsa.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from samsa.broker.loop_monitor import LoopStallMonitor
     from samsa.broker.replica_manager import ReplicaManager
     from samsa.coordinator.group.coordinator import GroupCoordinator
     from samsa.storage import LogManager
@@ -71,6 +72,8 @@ class MetricsSource(Protocol):
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     log_manager: LogManager
+
+    loop_monitor: LoopStallMonitor
 
     def open_connections(self) -> int: ...
 
@@ -133,6 +136,8 @@ class Snapshot:
     connections: int = 0
     connections_opened: int = 0
     connections_closed: int = 0
+    loop_stalls: int = 0
+    longest_loop_stall_s: float = 0.0
     flush: HistogramCopy | None = None
     cleaning: HistogramCopy | None = None
     cleaner: tuple[int, int, int, float, float, int] = (0, 0, 0, 0.0, 0.0, 0)
@@ -218,6 +223,8 @@ async def take_snapshot(source: MetricsSource) -> Snapshot:
     snap.connections = source.open_connections()
     snap.connections_opened = source.connection_stats.opened
     snap.connections_closed = source.connection_stats.closed
+    snap.loop_stalls = source.loop_monitor.stalls
+    snap.longest_loop_stall_s = source.loop_monitor.longest_stall_s
     storage = source.storage_stats
     snap.flush, snap.cleaning = _copy(storage.flush), _copy(storage.cleaning)
     snap.cleaner = (
@@ -344,6 +351,16 @@ def families(snap: Snapshot) -> Iterator[Metric]:
         f"{prefix}connection_close_total",
         "Client connections closed.",
         rows=[((), snap.connections_closed)],
+    )
+    yield _counter(
+        "samsa_eventloop_stalls_total",
+        "Stalls of the event loop over event.loop.stall.threshold.ms (each logged with its stack).",
+        rows=[((), snap.loop_stalls)],
+    )
+    yield _gauge(
+        "samsa_eventloop_longest_stall_seconds",
+        "The longest event-loop stall seen since start.",
+        rows=[((), snap.longest_loop_stall_s)],
     )
     yield from _log_families(snap)
     yield from _replica_families(snap)
