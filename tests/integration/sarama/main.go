@@ -88,7 +88,6 @@ func config() *sarama.Config {
 		}
 		cfg.Version = v
 	}
-	cfg.ClientID = "samsa-sarama-check"
 	return cfg
 }
 
