@@ -8,6 +8,7 @@ KCAT   := $(VENV)/.kcat
 SPARK  := $(VENV)/.spark
 ZK     := $(VENV)/.zookeeper
 CHROMIUM := $(VENV)/.chromium
+SARAMA := $(VENV)/.sarama
 
 .PHONY: run cluster faults console test test-slow lint bench pipeline clean
 
@@ -44,6 +45,15 @@ $(CHROMIUM): $(STAMP)
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium chromium-driver; }
 	touch $(CHROMIUM)
+
+# Sarama 1.22, the Go client (Debian's golang-github-shopify-sarama-dev: its sources and its
+# dependencies' under /usr/share/gocode), and Go to build the test program with, offline.
+$(SARAMA): $(STAMP)
+	@command -v go >/dev/null 2>&1 && test -d /usr/share/gocode/src/github.com/Shopify/sarama || { \
+	  echo "installing Go and Sarama (Debian packages)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq golang-go golang-github-shopify-sarama-dev; }
+	touch $(SARAMA)
 
 # samsa.spark: the spark extra (pyspark builds from an sdist, about a minute) and a
 # Java 17+ runtime for Spark's JVM (Debian's openjdk-17-jre-headless when missing).
@@ -83,10 +93,10 @@ lint: $(SPARK)
 # Two test processes (pytest-xdist): most tests wait on brokers, ZooKeeper and Spark
 # rather than compute, so two share this project's 2-core machines well.
 TEST_WORKERS ?= 2
-test: lint $(KCAT) $(ZK) $(CHROMIUM)
+test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA)
 	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
-test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM)
+test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA)
 	$(BIN)/pytest -m slow -q
 
 bench: $(STAMP)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import cramjam
+import lz4.block
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -238,6 +239,24 @@ def test_records_section_starts_with_the_codec_framing_kafka_expects(
 ) -> None:
     batch = read_batch(samsa_batch(SAMPLE, codec))
     assert bytes(batch.records_data[: len(magic)]) == magic
+
+
+def test_a_large_lz4_batch_is_a_kafka_frame_of_blocks_each_decodable_alone() -> None:
+    # Kafka writes version 1, independent blocks, no content size or checksum, 64 KiB
+    # blocks; Sarama's reader refuses linked blocks and Kafka's Java reader decodes each
+    # block alone, so a frame past one block must not refer back into the previous one.
+    records = [Record(i, BASE_TIMESTAMP, b"%d" % i, compressible(40_000)) for i in range(10)]
+    plain = samsa_batch(records, CompressionType.NONE)
+    frame = bytes(read_batch(samsa_batch(records, CompressionType.LZ4)).records_data)
+    assert frame[4:6] == b"\x60\x40"
+    position, blocks = 7, []
+    while (size := int.from_bytes(frame[position : position + 4], "little")) != 0:
+        data = frame[position + 4 : position + 4 + (size & 0x7FFFFFFF)]
+        stored = size & 0x80000000
+        blocks.append(data if stored else lz4.block.decompress(data, uncompressed_size=65536))
+        position += 4 + (size & 0x7FFFFFFF)
+    assert len(blocks) > 1
+    assert b"".join(blocks) == plain[HEADER_SIZE:]
 
 
 @pytest.mark.parametrize("codec", COMPRESSED_CODECS, ids=lambda c: c.name)

@@ -45,11 +45,16 @@ def compress(codec: CompressionType, data: bytes | bytearray | memoryview) -> by
     if codec is CompressionType.SNAPPY:
         return _xerial_compress(memoryview(data))
     if codec is CompressionType.LZ4:
+        # Kafka's frame (KafkaLZ4BlockOutputStream): 64 KiB blocks, each compressed on its
+        # own, no content size, no checksums but the header's. Readers such as Sarama's
+        # (pierrec/lz4) refuse linked blocks, and Kafka's Java reader decodes every block
+        # alone, so a frame past one block must not refer back into the previous one.
         return bytes(
             lz4.frame.compress(
-                bytes(data), block_size=lz4.frame.BLOCKSIZE_MAX64KB, content_checksum=False
+                bytes(data), block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                content_checksum=False, store_size=False,
             )
-        )
+        )  # fmt: skip
     if codec is CompressionType.ZSTD:
         return bytes(_zstd_compressor.compress(data))
     raise CompressionError(f"unknown compression codec {codec!r}")
