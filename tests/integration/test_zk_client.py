@@ -189,3 +189,40 @@ def test_reading_a_missing_znode_raises_no_node(zk_connect: str) -> None:
             await client.close()
 
     run(scenario())
+
+
+def test_reads_in_flight_when_the_connection_drops_are_answered_once_it_is_back(
+    zookeeper: ZooKeeperServer, zk_connect: str
+) -> None:
+    """A stalled ZooKeeper or a lost heartbeat drops the connection under the reads being
+    answered (kazoo fails them with ConnectionLoss); they are asked again once connected,
+    as a broker starting up needs its reads of the cluster's state to go through."""
+    chroot = "/" + zk_connect.partition("/")[2]
+    proxy = LinkProxy(("127.0.0.1", zookeeper.port))
+    big = b"x" * 500_000
+
+    async def scenario() -> list[bytes]:
+        writer = ZkClient(zk_connect)
+        reader = ZkClient(f"127.0.0.1:{proxy.port}{chroot}", session_timeout_ms=20_000)
+        await writer.start()
+        await reader.start()
+        states: list[str] = []
+        reader.add_state_listener(states.append)
+        try:
+            await writer.create("/big", big)
+            reads = [asyncio.ensure_future(reader.get("/big")) for _ in range(50)]
+            await asyncio.wait(reads, return_when=asyncio.FIRST_COMPLETED)
+            proxy.cut()  # 25 MB of answers are under way: most are cut off
+            while "SUSPENDED" not in states:
+                await asyncio.sleep(0.05)
+            proxy.heal()
+            return [data for data, _ in await asyncio.gather(*reads)]
+        finally:
+            await writer.close()
+            await reader.close()
+
+    try:
+        answers = run(scenario())
+    finally:
+        proxy.close()
+    assert answers == [big] * 50

@@ -106,6 +106,8 @@ class ZkClient:
         self._state_listeners: list[Callable[[str], None]] = []
         self._lost_watches: list[Callable[[], None]] = []
         """Watches the last dropped connection took, fired once connected again."""
+        self._reconnected = asyncio.Event()
+        """Set whenever the session is connected (again); cleared when a read waits on it."""
         self._kazoo.add_listener(self._on_state)
 
     # -- session ----------------------------------------------------------------------
@@ -156,6 +158,7 @@ class ZkClient:
 
     def _notify_state(self, name: str) -> None:
         if name == "CONNECTED":
+            self._reconnected.set()
             lost, self._lost_watches = self._lost_watches, []
             for watch in lost:
                 watch()
@@ -176,8 +179,8 @@ class ZkClient:
     async def get(self, path: str, watch: Callable[[], None] | None = None) -> tuple[bytes, int]:
         """The znode's data and version (NoNodeError if absent); ``watch()`` once it changes
         (or once connected again after a dropped connection: read it again)."""
-        data, stat = await self._wrap(
-            self._kazoo.get_async(self._path(path), watch=self._watcher(watch))
+        data, stat = await self._read(
+            lambda: self._kazoo.get_async(self._path(path), watch=self._watcher(watch))
         )
         return bytes(data or b""), int(stat.version)
 
@@ -189,15 +192,15 @@ class ZkClient:
 
     async def exists(self, path: str, watch: Callable[[], None] | None = None) -> bool:
         """Whether the znode exists; ``watch()`` once it is created, changed or deleted."""
-        stat = await self._wrap(
-            self._kazoo.exists_async(self._path(path), watch=self._watcher(watch))
+        stat = await self._read(
+            lambda: self._kazoo.exists_async(self._path(path), watch=self._watcher(watch))
         )
         return stat is not None
 
     async def get_children(self, path: str, watch: Callable[[], None] | None = None) -> list[str]:
         """The znode's children, sorted (NoNodeError if absent); ``watch()`` once they change."""
-        children = await self._wrap(
-            self._kazoo.get_children_async(self._path(path), watch=self._watcher(watch))
+        children = await self._read(
+            lambda: self._kazoo.get_children_async(self._path(path), watch=self._watcher(watch))
         )
         return sorted(children)
 
@@ -279,6 +282,29 @@ class ZkClient:
                 self._loop.call_soon_threadsafe(watch)
 
         return fired
+
+    async def _read(self, start: Callable[[], Any]) -> Any:
+        """A read, asked again when the connection drops under it (a stalled ZooKeeper, a
+        lost heartbeat) once the session is connected again, for up to the session timeout:
+        a read changes nothing, so asking twice is safe. Writes are not retried (a lost
+        answer does not say whether the write happened); their callers decide."""
+        deadline = self._loop.time() + self.session_timeout_ms / 1000
+        while True:
+            try:
+                return await self._wrap(start())
+            except ConnectionLoss:
+                left = deadline - self._loop.time()
+                if left <= 0:
+                    raise
+                log.info("ZooKeeper connection lost during a read; asking again once connected")
+                if not self.connected:
+                    self._reconnected.clear()
+                    try:
+                        await asyncio.wait_for(self._reconnected.wait(), left)
+                    except TimeoutError:
+                        raise ConnectionLoss(
+                            f"no ZooKeeper connection for {self.session_timeout_ms} ms"
+                        ) from None
 
     def _wrap(self, result: Any) -> asyncio.Future[Any]:
         """An asyncio future of the loop settled when kazoo's async result is."""
