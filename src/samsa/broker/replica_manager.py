@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from samsa.broker.fetch_session import FetchSessionCache
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.metrics.stats import BrokerTopicStats
 from samsa.broker.partition import LeaderAndIsrState, Partition, now_ms
@@ -166,6 +167,8 @@ class ReplicaManager:
         self._isr_writes: set[asyncio.Task[None]] = set()
         self.topic_stats = BrokerTopicStats()
         """Messages and bytes in and out, by topic (Kafka's ``BrokerTopicMetrics``)."""
+        self.fetch_sessions = FetchSessionCache()
+        """Consumers' and followers' incremental fetch sessions (KIP-227)."""
         self.delayed_fetches = 0
         """Fetches waiting for data now (Kafka's fetch purgatory size)."""
         self.delayed_produces = 0
