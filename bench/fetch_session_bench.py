@@ -29,7 +29,6 @@ import os
 import socket
 import struct
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +118,7 @@ def run(
                 offsets[0] += 1  # the record produced above was read
                 changed = {0: offsets[0]}
         used = cpu_seconds(pid) - start
+    del producer  # its connection goes before the broker does
     mode = "session" if session else "sessionless"
     load = "one active" if active else "idle"
     return (
@@ -150,7 +150,7 @@ def main() -> None:
             for p in range(args.partitions):
                 producer.produce(TOPIC, b"x" * 100, partition=p)
             assert producer.flush(60) == 0
-            time.sleep(1)
+            del producer
             for active in (False, True):
                 for session in (False, True):
                     print(run(broker, args.partitions, args.fetches,

@@ -34,7 +34,7 @@ from samsa.testing import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.timeout(120)
 
-FETCH, METADATA = 1, 3
+FETCH, METADATA, DELETE_RECORDS = 1, 3, 21
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 QUIET = {"log_level": 3}
@@ -164,6 +164,21 @@ def test_a_partition_whose_data_was_not_fetched_on_is_answered_again(
     # The client did not move partition 0's fetch offset: the records are still owed.
     assert sorted(_answered(_fetch(broker, session_id, 2, {}, topic="resent"))) == [0]
     assert _answered(_fetch(broker, session_id, 3, {0: 2}, topic="resent")) == {}
+
+
+def test_a_moved_log_start_offset_makes_the_partition_appear(broker: BrokerProcess) -> None:
+    _create(broker, "log-start", 2)
+    _produce(broker, "log-start", {0: 3})
+    session_id = _fetch(broker, 0, 0, {0: 3, 1: 0}, topic="log-start").session_id
+    assert _answered(_fetch(broker, session_id, 1, {}, topic="log-start")) == {}
+    deleted = exchange(broker.bootstrap, DELETE_RECORDS, 2, {
+        "topics": [{"name": "log-start", "partitions": [{"partition_index": 0, "offset": 2}]}],
+        "timeout_ms": 10_000,
+    })  # fmt: skip
+    assert deleted.topics[0].partitions[0].error_code == 0
+    answered = _answered(_fetch(broker, session_id, 2, {}, topic="log-start"))
+    assert sorted(answered) == [0]
+    assert answered[0].log_start_offset == 2
 
 
 def test_a_forgotten_partition_leaves_the_session(broker: BrokerProcess) -> None:

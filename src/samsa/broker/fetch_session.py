@@ -32,24 +32,36 @@ rather than a follower's (followers are privileged), then the one with
 fewest partitions — when the newcomer outranks it (privileged, or more
 partitions). Otherwise no session is made.
 
-Each cached partition keeps what was last answered for it, so an
-incremental fetch reads a log only when its high watermark, last stable
-offset, log start or leadership moved, data is left below the high
-watermark, the client changed it, or it last answered an error: the check
-is a few integer comparisons, never a read.
+Each cached partition keeps what was last answered for it, and a consumer's
+session is told by the partitions themselves when they change (an append, a
+high watermark move, a leadership change, DeleteRecords: see
+:meth:`Partition.note_change`). So an incremental fetch looks only at the
+partitions that changed, that the client named, that answered an error or
+still have data below the high watermark — work in proportion to those, not
+to the session's size; and reads a log only when what it would answer moved.
+Every :data:`SWEEP_MS` a fetch looks at every partition of its session once,
+which catches what no partition reports (a log start moved by retention).
+A follower's session is read whole on every fetch, as Kafka does: each read
+tells the leader the follower is still caught up.
 
 Not thread-safe: owned by the replica manager, used on the broker's loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from samsa.types import TopicPartition
+
+if TYPE_CHECKING:
+    from samsa.broker.partition import Partition
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -57,6 +69,8 @@ INVALID_SESSION_ID = 0
 EVICTION_MS = 120_000
 """A session idle this long may be evicted by any new one (Kafka's ``evictionMs``)."""
 DEFAULT_SLOTS = 1000
+SWEEP_MS = 10_000
+"""How often a consumer's incremental fetch looks at every partition of its session."""
 INT32_MAX = 2**31 - 1
 
 PartitionKey = tuple[str | uuid.UUID | None, int]
@@ -90,13 +104,17 @@ class CachedPartition:
     pending: bool = True
     """The client added or changed it since it was last read: read it."""
     tp: TopicPartition | None = None
+    watched: Partition | None = None
+    """The partition that tells the session of its changes (None: none does yet)."""
+    order: int = 0
+    """Its place in the session's order (larger: later)."""
 
     def __post_init__(self) -> None:
         if self.topic is not None:
             self.tp = TopicPartition(self.topic, self.partition)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class FetchSession:
     """A fetcher's partitions and the epoch its next incremental fetch must carry."""
 
@@ -106,6 +124,76 @@ class FetchSession:
     partitions: OrderedDict[PartitionKey, CachedPartition] = field(default_factory=OrderedDict)
     epoch: int = 1
     last_used_ms: int = 0
+    attention: set[PartitionKey] = field(default_factory=set)
+    """Partitions to look at in the next fetch (changed, named, errored or owed data)."""
+    waiter: asyncio.Future[None] | None = None
+    """The long poll of the fetch being served, woken by :meth:`mark`."""
+    last_sweep_ms: int = 0
+    _next_order: int = 0
+
+    def add(self, key: PartitionKey, p: CachedPartition) -> None:
+        self.partitions[key] = p
+        self.to_end(key)
+        self.attention.add(key)
+
+    def to_end(self, key: PartitionKey) -> None:
+        """Move ``key`` to the end of the session's order."""
+        if key not in self.partitions:
+            return
+        self.partitions.move_to_end(key)
+        self.partitions[key].order = self._next_order
+        self._next_order += 1
+
+    def forget(self, key: PartitionKey) -> None:
+        p = self.partitions.pop(key, None)
+        self.attention.discard(key)
+        if p is not None and p.watched is not None:
+            p.watched.fetch_sessions.pop(self, None)
+
+    def release(self) -> None:
+        """Stop being told of changes (the session is gone)."""
+        for p in self.partitions.values():
+            if p.watched is not None:
+                p.watched.fetch_sessions.pop(self, None)
+                p.watched = None
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def mark(self, key: PartitionKey) -> None:
+        """A partition of the session changed: look at it, and end the long poll."""
+        self.attention.add(key)
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def watch(self, p: CachedPartition, partition: Partition | None) -> None:
+        """Be told of ``partition``'s changes for ``p`` (``partition`` None: of none)."""
+        if p.watched is partition:
+            return
+        if p.watched is not None:
+            p.watched.fetch_sessions.pop(self, None)
+        p.watched = partition
+        if partition is not None:
+            partition.fetch_sessions[self] = key_of(p, self.uses_topic_ids)
+
+    def take_attention(self, now_ms: int | None = None) -> set[PartitionKey]:
+        """The partitions to look at now (all of them once per :data:`SWEEP_MS`)."""
+        now = _now_ms() if now_ms is None else now_ms
+        if now - self.last_sweep_ms >= SWEEP_MS:
+            self.last_sweep_ms = now
+            self.attention.clear()
+            return set(self.partitions)
+        taken, self.attention = self.attention, set()
+        return taken
+
+    def in_order(self, keys: Iterable[PartitionKey]) -> list[CachedPartition]:
+        """The cached partitions of ``keys`` (those still in the session), in its order."""
+        found = [p for k in keys if (p := self.partitions.get(k)) is not None]
+        if len(found) * 4 >= len(self.partitions):
+            wanted = {id(p) for p in found}
+            return [p for p in self.partitions.values() if id(p) in wanted]
+        found.sort(key=lambda p: p.order)
+        return found
 
 
 class FetchSessionCache:
@@ -135,7 +223,10 @@ class FetchSessionCache:
         self._sessions.move_to_end(session.id)
 
     def remove(self, session_id: int) -> FetchSession | None:
-        return self._sessions.pop(session_id, None)
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            session.release()
+        return session
 
     def create(
         self,
@@ -154,9 +245,12 @@ class FetchSessionCache:
         ):
             return None
         session_id = self._new_id()
-        session = FetchSession(session_id, privileged, uses_topic_ids, last_used_ms=now)
+        session = FetchSession(
+            session_id, privileged, uses_topic_ids, last_used_ms=now, last_sweep_ms=now
+        )
         for p in partitions:
-            session.partitions[key_of(p, uses_topic_ids)] = p
+            session.add(key_of(p, uses_topic_ids), p)
+        session.attention.clear()
         self._sessions[session_id] = session
         self.sessions_created += 1
         return session
@@ -172,7 +266,7 @@ class FetchSessionCache:
             )
             if not outranks:
                 return False
-        del self._sessions[victim.id]
+        self.remove(victim.id)
         self.evictions += 1
         return True
 

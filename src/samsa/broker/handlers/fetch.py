@@ -68,6 +68,7 @@ from samsa.broker.fetch_session import (
     INVALID_SESSION_ID,
     CachedPartition,
     FetchSession,
+    PartitionKey,
     key_of,
     next_epoch,
 )
@@ -144,7 +145,7 @@ def register(
         if c.pending or c.last_error or c.tp is None:
             return False
         partition = replicas.get(c.tp)
-        if partition is None or not partition.is_leader:
+        if partition is None or partition is not c.watched or not partition.is_leader:
             return False
         if partition.leader_epoch != c.served_leader_epoch:
             return False
@@ -273,7 +274,7 @@ def register(
         for forgotten in body.forgotten_topics_data:
             topic = forgotten.topic_id if ids else forgotten.topic
             for index in forgotten.partitions:
-                session.partitions.pop((topic, index), None)
+                session.forget((topic, index))
         for topic in body.topics:
             key_topic = topic.topic_id if ids else topic.topic
             for p in topic.partitions:
@@ -281,15 +282,28 @@ def register(
                 if cached is None:
                     name, topic_id = resolve(getattr(topic, "topic", None),
                                              getattr(topic, "topic_id", None))  # fmt: skip
-                    session.partitions[(key_topic, p.partition)] = CachedPartition(
+                    session.add((key_topic, p.partition), CachedPartition(
                         name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
                         getattr(p, "current_leader_epoch", -1),
-                    )  # fmt: skip
+                    ))  # fmt: skip
                     continue
                 cached.fetch_offset = p.fetch_offset
                 cached.max_bytes = p.partition_max_bytes
                 cached.current_leader_epoch = getattr(p, "current_leader_epoch", -1)
                 cached.pending = True
+                session.attention.add((key_topic, p.partition))
+
+    def settle(session: FetchSession, done: list[Read], committed: bool) -> None:
+        """After a response to a consumer's session: cache what it answered, be told of
+        the partitions' changes, and look again next time at those that need it."""
+        _remember(done)
+        if session.privileged:
+            return
+        for c, _, _ in done:
+            session.watch(c, None if c.tp is None else replicas.get(c.tp))
+            limit = c.last_stable_offset if committed else c.high_watermark
+            if c.last_error or c.watched is None or c.fetch_offset < limit:
+                session.attention.add(key_of(c, session.uses_topic_ids))
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         replica_state = getattr(body, "replica_state", None)
@@ -304,6 +318,7 @@ def register(
         session_epoch = getattr(body, "session_epoch", FINAL_EPOCH)
         uses_ids = header.api_version >= TOPIC_IDS_FROM
         session: FetchSession | None = None
+        keys: set[PartitionKey] = set()
         if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != INVALID_SESSION_ID:
                 sessions.remove(session_id)
@@ -320,8 +335,14 @@ def register(
             session.epoch = next_epoch(session_epoch)
             sessions.touch(session)
             sessions.incremental_fetches += 1
-            wanted = list(session.partitions.values())
+            if session.privileged:
+                wanted = list(session.partitions.values())
+            else:
+                keys = session.take_attention()
+                wanted = session.in_order(keys)
         incremental = session is not None
+        watching = incremental and follower < 0
+        committed = body.isolation_level == READ_COMMITTED and follower < 0
         names = list(dict.fromkeys(c.topic for c in wanted))
         refused = _refused(names, follower)
         deadline = time.monotonic() + body.max_wait.total_seconds()
@@ -335,13 +356,19 @@ def register(
         topics, total, failed, done = read_all(
             wanted, body, follower, refused, quota_bytes, incremental=incremental
         )
-        tps = [c.tp for c in wanted if c.tp is not None]
+        tps = [] if watching else [c.tp for c in wanted if c.tp is not None]
         while total < max(body.min_bytes, 1) and not failed:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             waited = time.monotonic()
-            await replicas.wait_for_data(tps, left)
+            if watching:
+                assert session is not None
+                await replicas.wait_for_session(session, left)
+                keys |= session.take_attention()
+                wanted = session.in_order(keys)
+            else:
+                await replicas.wait_for_data(tps, left)
             add_remote_time(time.monotonic() - waited)
             topics, total, failed, done = read_all(
                 wanted, body, follower, refused, quota_bytes, incremental=incremental
@@ -378,17 +405,19 @@ def register(
                 if session is not None and not incremental:
                     sessions.remove(session.id)  # its id is not sent: never used
                     answered_id = INVALID_SESSION_ID
+                elif watching and session is not None:
+                    session.attention |= keys  # nothing was answered: look again
                 chunks, size = encode_fetch_response(
                     header.api_version, header.correlation_id, [],
                     throttle_time_ms=throttle_ms, session_id=answered_id,
                 )  # fmt: skip
                 return RawResponse(chunks, size)
         if session is not None:
-            _remember(done)
+            settle(session, done, committed)
             if incremental:
                 for c, entry, _ in done:
                     if isinstance(entry.records, FileRegion) and entry.records.length:
-                        session.partitions.move_to_end(key_of(c, session.uses_topic_ids))
+                        session.to_end(key_of(c, session.uses_topic_ids))
         return RawResponse(chunks, size)
 
     def count_bytes_out(topics: list[FetchTopic], to_follower: bool) -> None:
