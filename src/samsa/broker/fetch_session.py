@@ -35,7 +35,7 @@ partitions). Otherwise no session is made.
 Each cached partition keeps what was last answered for it, and a consumer's
 session is told by the partitions themselves when they change (an append, a
 high watermark move, a leadership change, DeleteRecords: see
-:meth:`Partition.note_change`). So an incremental fetch looks only at the
+``Partition.note_change``). So an incremental fetch looks only at the
 partitions that changed, that the client named, that answered an error or
 still have data below the high watermark — work in proportion to those, not
 to the session's size; and reads a log only when what it would answer moved.
@@ -56,12 +56,9 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from samsa.types import TopicPartition
-
-if TYPE_CHECKING:
-    from samsa.broker.partition import Partition
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -75,6 +72,13 @@ INT32_MAX = 2**31 - 1
 
 PartitionKey = tuple[str | uuid.UUID | None, int]
 """A session's partitions are keyed by topic id (v13+) or topic name, and index."""
+
+
+class Watched(Protocol):
+    """What tells sessions of a partition's changes (a ``Partition``)."""
+
+    @property
+    def fetch_sessions(self) -> dict[FetchSession, PartitionKey]: ...
 
 
 def next_epoch(epoch: int) -> int:
@@ -104,7 +108,7 @@ class CachedPartition:
     pending: bool = True
     """The client added or changed it since it was last read: read it."""
     tp: TopicPartition | None = None
-    watched: Partition | None = None
+    watched: Watched | None = None
     """The partition that tells the session of its changes (None: none does yet)."""
     order: int = 0
     """Its place in the session's order (larger: later)."""
@@ -166,7 +170,7 @@ class FetchSession:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    def watch(self, p: CachedPartition, partition: Partition | None) -> None:
+    def watch(self, p: CachedPartition, partition: Watched | None) -> None:
         """Be told of ``partition``'s changes for ``p`` (``partition`` None: of none)."""
         if p.watched is partition:
             return

@@ -13,9 +13,26 @@ The first partition with data returns at least one whole batch even when it
 is larger than ``partition_max_bytes``/``max_bytes`` (KIP-74); the response
 is capped by the smaller of ``max_bytes`` and the broker's ``fetch.max.bytes``.
 Record data is never read into Python: the response is encoded around file
-regions that the connection sends with ``os.sendfile``. Fetch sessions are
-declined (session id 0), which every client handles with full fetches.
+regions that the connection sends with ``os.sendfile``.
 Versions 13+ name topics by id.
+
+Versions 7+ may use incremental fetch sessions (KIP-227; the rules are in
+:mod:`samsa.broker.fetch_session`): session id 0 with epoch 0 makes a session
+(its id is answered, or 0 when the cache has no slot for it), epoch -1 is a
+sessionless full fetch (and closes the session it names), a session's id
+with its next epoch an incremental fetch. An incremental fetch updates the
+session's partitions from the request (added, changed, forgotten), reads in
+the session's order and within the same limits as a full fetch, and answers
+only the partitions with records, an error, or offsets other than last
+answered; a consumer's fetch looks only at the partitions that told the
+session of a change (or that it named, that errored or that are owed data),
+and long-polls on its session. An unknown session is
+FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH, a
+session made by name asked by id (or the reverse)
+FETCH_SESSION_TOPIC_ID_ERROR: each a top-level error with no partitions.
+A throttled response answers no partitions and changes no cached offsets
+(a session it would have made is not made). Followers may use sessions too
+(samsa's replica fetchers do not); their sessions are read whole.
 
 Versions 0–3 (Kafka 3.9 served them; Kafka 4 does not) want message formats v0
 (Fetch 0–1) or v1 (2–3): the batches read are down-converted
