@@ -314,8 +314,8 @@ def register(
         """After a response to a consumer's session: cache what it answered, be told of
         the partitions' changes, and look again next time at those that need it."""
         _remember(done)
-        if session.privileged:
-            return
+        if session.privileged or sessions.get(session.id) is not session:
+            return  # a follower's is read whole; an evicted one is told of nothing
         for c, _, _ in done:
             session.watch(c, None if c.tp is None else replicas.get(c.tp))
             limit = c.last_stable_offset if committed else c.high_watermark
