@@ -35,6 +35,7 @@ from samsa.testing import BrokerProcess, start_broker
 pytestmark = pytest.mark.timeout(120)
 
 FETCH, METADATA, DELETE_RECORDS = 1, 3, 21
+UNKNOWN_TOPIC_OR_PARTITION = 3
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 QUIET = {"log_level": 3}
@@ -201,6 +202,18 @@ def test_a_partition_added_by_an_incremental_fetch_is_answered_and_kept(
     assert sorted(_answered(_fetch(broker, session_id, 2, {}, topic="added"))) == [2]
 
 
+def test_a_deleted_topic_answers_an_error_in_the_next_incremental_fetch(
+    broker: BrokerProcess,
+) -> None:
+    _create(broker, "deleted", 2)
+    session_id, _ = _new_session(broker, "deleted", 2)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+    admin.delete_topics(["deleted"])["deleted"].result(WAIT_S)
+    answered = _answered(_fetch(broker, session_id, 1, {}, topic="deleted"))
+    assert sorted(answered) == [0, 1]
+    assert {p.error_code for p in answered.values()} == {UNKNOWN_TOPIC_OR_PARTITION}
+
+
 def test_a_wrong_epoch_is_answered_invalid_fetch_session_epoch(broker: BrokerProcess) -> None:
     _create(broker, "epochs", 1)
     session_id, _ = _new_session(broker, "epochs", 1)
@@ -332,7 +345,7 @@ def test_a_confluent_kafka_consumer_reads_every_record_once_without_a_session(
 def test_a_kafka_python_consumer_reads_every_record_once_through_a_session(
     broker: BrokerProcess,
 ) -> None:
-    expected = _client_topic(broker, "kafka-python-50")
+    expected = list(_client_topic(broker, "kafka-python-50"))
     created, incremental = _counters(broker)
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
                              fetch_max_wait_ms=100)  # fmt: skip
@@ -340,13 +353,21 @@ def test_a_kafka_python_consumer_reads_every_record_once_through_a_session(
     for p in range(CLIENT_PARTITIONS):
         consumer.seek(KpTopicPartition("kafka-python-50", p), 0)
     read: list[bytes] = []
-    deadline = time.monotonic() + WAIT_S
-    try:
-        while len(read) < len(expected) and time.monotonic() < deadline:
+
+    def read_until(count: int) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while len(read) < count and time.monotonic() < deadline:
             for records in consumer.poll(500, max_records=500).values():
-                read += [r.value for r in records]
+                read.extend(r.value for r in records)
+
+    try:
+        read_until(len(expected))
+        # Records produced while the session is open reach the consumer too, once.
+        _produce(broker, "kafka-python-50", {7: 1, 31: 2})
+        expected += [b"7-0", b"31-0", b"31-1"]  # the values start again at 0
+        read_until(len(expected))
         for records in consumer.poll(1000, max_records=500).values():
-            read += [r.value for r in records]
+            read.extend(r.value for r in records)
     finally:
         consumer.close()
     assert sorted(read) == sorted(expected)
