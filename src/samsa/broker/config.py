@@ -182,6 +182,8 @@ BROKER_CONFIG = ConfigDef(
                   "Accepted for compatibility."),
         ConfigKey("fetch.max.bytes", _I, 55 * 1024 * 1024, "Largest fetch response.",
                   at_least(0)),
+        ConfigKey("max.incremental.fetch.session.cache.slots", _I, 1000,
+                  "Incremental fetch sessions (KIP-227) the broker keeps at most.", at_least(0)),
         ConfigKey("replica.fetch.max.bytes", _I, 1048576,
                   "Bytes a follower fetches per partition at most.", at_least(0)),
         ConfigKey("replica.fetch.response.max.bytes", _I, 10485760,

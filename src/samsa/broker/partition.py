@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from samsa.broker.fetch_session import FetchSession, PartitionKey
 from samsa.broker.metrics.stats import TopicStats
 from samsa.broker.replicas import LeaderReplicas
 from samsa.errors import (
@@ -81,6 +82,9 @@ class Partition:
         """An ISR write of this leader is on its way to ZooKeeper (one at a time)."""
         self.waiters: set[asyncio.Future[None]] = set()
         """Fetches waiting for data (woken by appends and high watermark moves)."""
+        self.fetch_sessions: dict[FetchSession, PartitionKey] = {}
+        """Consumers' fetch sessions holding this partition, by their key for it: told of
+        every change a fetch could see (:meth:`note_change`)."""
         self._acks: list[tuple[int, asyncio.Future[None]]] = []
         """``acks=all`` appends waiting for the high watermark to reach an offset."""
         self.storage_error_logged_at: float | None = None
@@ -328,7 +332,13 @@ class Partition:
         return info
 
     # -- waiting fetches ------------------------------------------------------------------
+    def note_change(self) -> None:
+        """Tell the fetch sessions holding this partition to look at it again."""
+        for session, key in self.fetch_sessions.items():
+            session.mark(key)
+
     def wake_waiters(self) -> None:
+        self.note_change()
         for waiter in self.waiters:
             if not waiter.done():
                 waiter.set_result(None)

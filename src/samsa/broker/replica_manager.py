@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from samsa.broker.fetch_session import FetchSession, FetchSessionCache
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.metrics.stats import BrokerTopicStats
 from samsa.broker.partition import LeaderAndIsrState, Partition, now_ms
@@ -166,6 +167,8 @@ class ReplicaManager:
         self._isr_writes: set[asyncio.Task[None]] = set()
         self.topic_stats = BrokerTopicStats()
         """Messages and bytes in and out, by topic (Kafka's ``BrokerTopicMetrics``)."""
+        self.fetch_sessions = FetchSessionCache()
+        """Consumers' and followers' incremental fetch sessions (KIP-227)."""
         self.delayed_fetches = 0
         """Fetches waiting for data now (Kafka's fetch purgatory size)."""
         self.delayed_produces = 0
@@ -628,7 +631,9 @@ class ReplicaManager:
                 f"(cleanup.policy={','.join(partition_log.config.cleanup_policy)})"
             )
         target = partition_log.high_watermark if offset == HIGH_WATERMARK else offset
-        return partition_log.delete_records_before(target)
+        start = partition_log.delete_records_before(target)
+        self.leader_partition(tp).note_change()  # fetch sessions answer the new log start
+        return start
 
     # -- the ISR --------------------------------------------------------------------------
     def _maybe_expand_isr(self, partition: Partition) -> None:
@@ -695,6 +700,22 @@ class ReplicaManager:
             self.delayed_fetches -= 1
             for partition in partitions:
                 partition.waiters.discard(waiter)
+
+    async def wait_for_session(self, session: FetchSession, timeout_s: float) -> None:
+        """Return when a partition of ``session`` changes, or after ``timeout_s``."""
+        if timeout_s <= 0:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        session.waiter = waiter
+        self.delayed_fetches += 1
+        try:
+            await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            self.delayed_fetches -= 1
+            if session.waiter is waiter:
+                session.waiter = None
 
     def shutdown(self) -> None:
         for task in self._isr_writes:

@@ -13,9 +13,26 @@ The first partition with data returns at least one whole batch even when it
 is larger than ``partition_max_bytes``/``max_bytes`` (KIP-74); the response
 is capped by the smaller of ``max_bytes`` and the broker's ``fetch.max.bytes``.
 Record data is never read into Python: the response is encoded around file
-regions that the connection sends with ``os.sendfile``. Fetch sessions are
-declined (session id 0), which every client handles with full fetches.
+regions that the connection sends with ``os.sendfile``.
 Versions 13+ name topics by id.
+
+Versions 7+ may use incremental fetch sessions (KIP-227; the rules are in
+:mod:`samsa.broker.fetch_session`): session id 0 with epoch 0 makes a session
+(its id is answered, or 0 when the cache has no slot for it), epoch -1 is a
+sessionless full fetch (and closes the session it names), a session's id
+with its next epoch an incremental fetch. An incremental fetch updates the
+session's partitions from the request (added, changed, forgotten), reads in
+the session's order and within the same limits as a full fetch, and answers
+only the partitions with records, an error, or offsets other than last
+answered; a consumer's fetch looks only at the partitions that told the
+session of a change (or that it named, that errored or that are owed data),
+and long-polls on its session. An unknown session is
+FETCH_SESSION_ID_NOT_FOUND, a wrong epoch INVALID_FETCH_SESSION_EPOCH, a
+session made by name asked by id (or the reverse)
+FETCH_SESSION_TOPIC_ID_ERROR: each a top-level error with no partitions.
+A throttled response answers no partitions and changes no cached offsets
+(a session it would have made is not made). Followers may use sessions too
+(samsa's replica fetchers do not); their sessions are read whole.
 
 Versions 0–3 (Kafka 3.9 served them; Kafka 4 does not) want message formats v0
 (Fetch 0–1) or v1 (2–3): the batches read are down-converted
@@ -52,7 +69,9 @@ names them in its request metrics (:mod:`samsa.broker.metrics.stats`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +79,16 @@ from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import RawResponse
 from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BrokerConfig
+from samsa.broker.fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    CachedPartition,
+    FetchSession,
+    PartitionKey,
+    key_of,
+    next_epoch,
+)
 from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.metrics.stats import add_remote_time, name_request, note_error
 from samsa.broker.quota.manager import ClientQuotas, request_throttle
@@ -67,10 +96,17 @@ from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError, UnknownTopicIdError
 from samsa.protocol.codec import RequestHeader
-from samsa.protocol.fetch_response import FetchPartition, FetchTopic, encode_fetch_response
+from samsa.protocol.fetch_response import (
+    TOPIC_IDS_FROM,
+    FetchPartition,
+    FetchTopic,
+    encode_fetch_response,
+)
 from samsa.records.legacy import down_convert
 from samsa.storage.segment import FileRegion
 from samsa.types import TopicPartition
+
+log = logging.getLogger(__name__)
 
 API_KEY = 1
 TOPIC = ResourceType.TOPIC
@@ -79,6 +115,8 @@ DOWN_CONVERT_FROM = 4
 """Versions below this want message formats v0/v1."""
 DOWN_CONVERT_INLINE_BYTES = 256 * 1024
 """Reads larger than this are down-converted off the event loop."""
+Read = tuple[CachedPartition, FetchPartition, int]
+"""A partition read, what it answers, and the partition's leader epoch then (-2 on error)."""
 
 
 def down_convert_all(
@@ -116,57 +154,82 @@ def register(
     quotas: ClientQuotas,
 ) -> None:
     broker_max_bytes = int(config()["fetch.max.bytes"])
+    sessions = replicas.fetch_sessions
+    sessions.max_slots = int(config()["max.incremental.fetch.session.cache.slots"])
+
+    def unchanged(c: CachedPartition, committed: bool) -> bool:
+        """Nothing to read nor answer for ``c``: a few comparisons, no read."""
+        if c.pending or c.last_error or c.tp is None:
+            return False
+        partition = replicas.get(c.tp)
+        if partition is None or partition is not c.watched or not partition.is_leader:
+            return False
+        if partition.leader_epoch != c.served_leader_epoch:
+            return False
+        partition_log = partition.log
+        hw = partition_log.high_watermark
+        lso = partition_log.last_stable_offset
+        if (
+            hw != c.high_watermark
+            or lso != c.last_stable_offset
+            or partition_log.log_start_offset != c.log_start_offset
+        ):
+            return False
+        return c.fetch_offset >= (lso if committed else hw)
 
     def read_all(
+        wanted: list[CachedPartition],
         body: Any,
-        names: list[str | None],
         follower: int,
         refused: set[str | None],
         quota_bytes: float | None,
-    ) -> tuple[list[FetchTopic], int, bool]:
+        *,
+        incremental: bool,
+    ) -> tuple[list[FetchTopic], int, bool, list[Read]]:
+        """Read ``wanted`` in order; an incremental fetch skips and leaves out what is
+        unchanged. The topics to answer, their bytes, whether one failed, and each
+        partition read with what it answered."""
         remaining = min(body.max_bytes, broker_max_bytes)
         if quota_bytes is not None:
             remaining = min(remaining, int(quota_bytes))
         committed = body.isolation_level == READ_COMMITTED and follower < 0
         total = 0
         failed = False
-        topics = []
-        seen: set[tuple[str | None, int]] = set()
-        for topic, name in zip(body.topics, names, strict=True):
-            result = FetchTopic(name or "", getattr(topic, "topic_id", None))
-            for p in topic.partitions:
-                if (name, p.partition) in seen:
-                    continue  # a partition named twice is read once
-                seen.add((name, p.partition))
-                entry = FetchPartition(p.partition)
-                result.partitions.append(entry)
-                try:
-                    if name in refused:
-                        raise TopicAuthorizationFailedError(f"not authorized to fetch {name}")
-                    if name is None:
-                        raise UnknownTopicIdError(f"no topic has id {topic.topic_id}")
-                    limit = min(p.partition_max_bytes, remaining)
-                    tp = TopicPartition(name, p.partition)
-                    max_bytes = None if limit <= 0 and total else max(limit, 0)
-                    epoch = getattr(p, "current_leader_epoch", -1)
-                    if follower >= 0:
-                        read = replicas.read_for_follower(
-                            tp, follower, p.fetch_offset, max_bytes, min_one_message=total == 0,
-                            current_leader_epoch=epoch,
-                        )  # fmt: skip
-                    else:
-                        read = replicas.read(
-                            tp, p.fetch_offset, max_bytes, read_committed=committed,
-                            min_one_message=total == 0, current_leader_epoch=epoch,
-                        )  # fmt: skip
-                    entry.high_watermark = read.high_watermark
-                    entry.last_stable_offset = read.last_stable_offset
-                    entry.log_start_offset = read.log_start_offset
-                    if committed:
-                        entry.aborted_transactions = []
-                    data = read.data
-                    if data is None:
-                        continue
+        topics: list[FetchTopic] = []
+        done: list[Read] = []
+        for c in wanted:
+            if incremental and follower < 0 and unchanged(c, committed):
+                continue
+            name = c.topic
+            entry = FetchPartition(c.partition)
+            leader_epoch = -2
+            try:
+                if name in refused:
+                    raise TopicAuthorizationFailedError(f"not authorized to fetch {name}")
+                if name is None:
+                    raise UnknownTopicIdError(f"no topic has id {c.topic_id}")
+                limit = min(c.max_bytes, remaining)
+                tp = TopicPartition(name, c.partition) if c.tp is None else c.tp
+                max_bytes = None if limit <= 0 and total else max(limit, 0)
+                if follower >= 0:
+                    read = replicas.read_for_follower(
+                        tp, follower, c.fetch_offset, max_bytes, min_one_message=total == 0,
+                        current_leader_epoch=c.current_leader_epoch,
+                    )  # fmt: skip
+                else:
+                    read = replicas.read(
+                        tp, c.fetch_offset, max_bytes, read_committed=committed,
+                        min_one_message=total == 0,
+                        current_leader_epoch=c.current_leader_epoch,
+                    )  # fmt: skip
+                leader_epoch = replicas.leader_epoch_of(tp)
+                entry.high_watermark = read.high_watermark
+                entry.last_stable_offset = read.last_stable_offset
+                entry.log_start_offset = read.log_start_offset
+                if committed:
+                    entry.aborted_transactions = []
+                data = read.data
+                if data is not None:
                     if committed:
                         entry.aborted_transactions = data.aborted_transactions
                     region = data.region
@@ -174,13 +237,90 @@ def register(
                         entry.records = region
                         total += region.length
                         remaining -= region.length
-                except KafkaError as exc:
-                    entry.error_code = exc.code
-                    entry.aborted_transactions = None
-                    failed = True
-                    note_error(exc.code)
-            topics.append(result)
-        return topics, total, failed
+            except KafkaError as exc:
+                entry.error_code = exc.code
+                entry.aborted_transactions = None
+                failed = True
+                note_error(exc.code)
+            done.append((c, entry, leader_epoch))
+            if incremental and not _must_answer(c, entry):
+                continue
+            if not topics or topics[-1].name != (name or "") or (topics[-1].topic_id != c.topic_id):
+                topics.append(FetchTopic(name or "", c.topic_id))
+            topics[-1].partitions.append(entry)
+        return topics, total, failed, done
+
+    def resolve(
+        topic: str | None, topic_id: uuid.UUID | None
+    ) -> tuple[str | None, uuid.UUID | None]:
+        if topic is None and topic_id is not None:
+            info = metadata.by_id(topic_id)
+            return (info.name if info is not None else None), topic_id
+        return topic, topic_id
+
+    def wanted_of(body: Any) -> list[CachedPartition]:
+        """The request's partitions, each once, in its order."""
+        wanted: list[CachedPartition] = []
+        seen: set[tuple[str | None, int]] = set()
+        for topic in body.topics:
+            name, topic_id = resolve(
+                getattr(topic, "topic", None), getattr(topic, "topic_id", None)
+            )
+            for p in topic.partitions:
+                if (name, p.partition) in seen:
+                    continue  # a partition named twice is read once
+                seen.add((name, p.partition))
+                wanted.append(
+                    CachedPartition(
+                        name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                        getattr(p, "current_leader_epoch", -1),
+                    )
+                )  # fmt: skip
+        return wanted
+
+    def session_error(header: RequestHeader, code: ErrorCode) -> RawResponse:
+        note_error(code)
+        chunks, size = encode_fetch_response(
+            header.api_version, header.correlation_id, [], error_code=code
+        )
+        return RawResponse(chunks, size)
+
+    def update_session(session: FetchSession, body: Any) -> None:
+        """Apply an incremental request: forget, then add or update its partitions."""
+        ids = session.uses_topic_ids
+        for forgotten in body.forgotten_topics_data:
+            topic = forgotten.topic_id if ids else forgotten.topic
+            for index in forgotten.partitions:
+                session.forget((topic, index))
+        for topic in body.topics:
+            key_topic = topic.topic_id if ids else topic.topic
+            for p in topic.partitions:
+                cached = session.partitions.get((key_topic, p.partition))
+                if cached is None:
+                    name, topic_id = resolve(getattr(topic, "topic", None),
+                                             getattr(topic, "topic_id", None))  # fmt: skip
+                    session.add((key_topic, p.partition), CachedPartition(
+                        name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                        getattr(p, "current_leader_epoch", -1),
+                    ))  # fmt: skip
+                    continue
+                cached.fetch_offset = p.fetch_offset
+                cached.max_bytes = p.partition_max_bytes
+                cached.current_leader_epoch = getattr(p, "current_leader_epoch", -1)
+                cached.pending = True
+                session.attention.add((key_topic, p.partition))
+
+    def settle(session: FetchSession, done: list[Read], committed: bool) -> None:
+        """After a response to a consumer's session: cache what it answered, be told of
+        the partitions' changes, and look again next time at those that need it."""
+        _remember(done)
+        if session.privileged or sessions.get(session.id) is not session:
+            return  # a follower's is read whole; an evicted one is told of nothing
+        for c, _, _ in done:
+            session.watch(c, None if c.tp is None else replicas.get(c.tp))
+            limit = c.last_stable_offset if committed else c.high_watermark
+            if c.last_error or c.watched is None or c.fetch_offset < limit:
+                session.attention.add(key_of(c, session.uses_topic_ids))
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         replica_state = getattr(body, "replica_state", None)
@@ -191,20 +331,36 @@ def register(
         )
         name_request("FetchFollower" if follower >= 0 else "FetchConsumer")
         # Fetch sessions came with v7 (KIP-227): v4-v6 requests carry no session fields.
-        if getattr(body, "session_id", 0) != 0 and body.session_epoch != -1:
-            note_error(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
-            chunks, size = encode_fetch_response(
-                header.api_version, header.correlation_id, [],
-                error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND,
-            )  # fmt: skip
-            return RawResponse(chunks, size)
-        names: list[str | None] = []
-        for topic in body.topics:
-            name = getattr(topic, "topic", None)
-            if name is None:
-                info = metadata.by_id(topic.topic_id)
-                name = info.name if info is not None else None
-            names.append(name)
+        session_id = getattr(body, "session_id", INVALID_SESSION_ID)
+        session_epoch = getattr(body, "session_epoch", FINAL_EPOCH)
+        uses_ids = header.api_version >= TOPIC_IDS_FROM
+        session: FetchSession | None = None
+        keys: set[PartitionKey] = set()
+        if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                sessions.remove(session_id)
+            wanted = wanted_of(body)
+        else:
+            session = sessions.get(session_id)
+            if session is None:
+                return session_error(header, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
+            if session.epoch != session_epoch:
+                return session_error(header, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+            if session.uses_topic_ids != uses_ids:
+                return session_error(header, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+            update_session(session, body)
+            session.epoch = next_epoch(session_epoch)
+            sessions.touch(session)
+            sessions.incremental_fetches += 1
+            if session.privileged:
+                wanted = list(session.partitions.values())
+            else:
+                keys = session.take_attention()
+                wanted = session.in_order(keys)
+        incremental = session is not None
+        watching = incremental and follower < 0
+        committed = body.isolation_level == READ_COMMITTED and follower < 0
+        names = list(dict.fromkeys(c.topic for c in wanted))
         refused = _refused(names, follower)
         deadline = time.monotonic() + body.max_wait.total_seconds()
         if follower >= 0:
@@ -214,47 +370,71 @@ def register(
         if follower < 0 and quotas.fetch.enabled:
             requester = quotas.requester(header.client_id)
             quota_bytes = quotas.fetch.max_value_in_window(*requester)
-        topics, total, failed = read_all(body, names, follower, refused, quota_bytes)
-        tps = [
-            TopicPartition(name, p.partition)
-            for topic, name in zip(body.topics, names, strict=True)
-            if name is not None
-            for p in topic.partitions
-        ]
+        topics, total, failed, done = read_all(
+            wanted, body, follower, refused, quota_bytes, incremental=incremental
+        )
+        tps = [] if watching else [c.tp for c in wanted if c.tp is not None]
         while total < max(body.min_bytes, 1) and not failed:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             waited = time.monotonic()
-            await replicas.wait_for_data(tps, left)
+            if watching:
+                assert session is not None
+                await replicas.wait_for_session(session, left)
+                keys |= session.take_attention()
+                wanted = session.in_order(keys)
+            else:
+                await replicas.wait_for_data(tps, left)
             add_remote_time(time.monotonic() - waited)
-            topics, total, failed = read_all(body, names, follower, refused, quota_bytes)
+            topics, total, failed, done = read_all(
+                wanted, body, follower, refused, quota_bytes, incremental=incremental
+            )
         if total:
             count_bytes_out(topics, follower >= 0)
         if header.api_version < DOWN_CONVERT_FROM:
             fetch_offsets: dict[tuple[str, int], int] = {}
             partition_max_bytes: dict[tuple[str, int], int] = {}
-            for topic, name in zip(body.topics, names, strict=True):
-                for p in topic.partitions:
-                    key = (name or "", p.partition)
-                    fetch_offsets.setdefault(key, p.fetch_offset)
-                    partition_max_bytes.setdefault(key, p.partition_max_bytes)
+            for c in wanted:
+                key = (c.topic or "", c.partition)
+                fetch_offsets.setdefault(key, c.fetch_offset)
+                partition_max_bytes.setdefault(key, c.max_bytes)
             args = (topics, header.api_version, fetch_offsets, partition_max_bytes,
                     min(body.max_bytes, broker_max_bytes))  # fmt: skip
             if total > DOWN_CONVERT_INLINE_BYTES:
                 await asyncio.to_thread(down_convert_all, *args)
             else:
                 down_convert_all(*args)
-        chunks, size = encode_fetch_response(header.api_version, header.correlation_id, topics)
+        if session is None and session_epoch == INITIAL_EPOCH and header.api_version >= 7:
+            session = sessions.create(wanted, privileged=follower >= 0, uses_topic_ids=uses_ids)
+            if session is not None:
+                log.debug("fetch session %d created with %d partitions", session.id, len(wanted))
+        answered_id = session.id if session is not None else INVALID_SESSION_ID
+        chunks, size = encode_fetch_response(
+            header.api_version, header.correlation_id, topics, session_id=answered_id
+        )
         if quota_bytes is not None:
             throttle_ms = quotas.fetch.record(*requester, size)
             if throttle_ms > 0:
                 # Not sent, so not counted: the consumer asks again once unmuted.
                 quotas.fetch.unrecord(*requester, size)
                 request_throttle().add(throttle_ms)
+                if session is not None and not incremental:
+                    sessions.remove(session.id)  # its id is not sent: never used
+                    answered_id = INVALID_SESSION_ID
+                elif watching and session is not None:
+                    session.attention |= keys  # nothing was answered: look again
                 chunks, size = encode_fetch_response(
-                    header.api_version, header.correlation_id, [], throttle_time_ms=throttle_ms
-                )
+                    header.api_version, header.correlation_id, [],
+                    throttle_time_ms=throttle_ms, session_id=answered_id,
+                )  # fmt: skip
+                return RawResponse(chunks, size)
+        if session is not None:
+            settle(session, done, committed)
+            if incremental:
+                for c, entry, _ in done:
+                    if isinstance(entry.records, FileRegion) and entry.records.length:
+                        session.to_end(key_of(c, session.uses_topic_ids))
         return RawResponse(chunks, size)
 
     def count_bytes_out(topics: list[FetchTopic], to_follower: bool) -> None:
@@ -272,6 +452,32 @@ def register(
                     stats.bytes_out += sent
 
     registry.add(API_KEY, 0, 17, handle)
+
+
+def _must_answer(c: CachedPartition, entry: FetchPartition) -> bool:
+    """An incremental fetch answers a partition read with records, an error, or offsets
+    other than those it last answered (Kafka's rules)."""
+    records = entry.records
+    return bool(
+        entry.error_code
+        or (
+            records is not None and (len(records) if isinstance(records, bytes) else records.length)
+        )
+        or entry.high_watermark != c.high_watermark
+        or entry.last_stable_offset != c.last_stable_offset
+        or entry.log_start_offset != c.log_start_offset
+    )
+
+
+def _remember(done: list[Read]) -> None:
+    """Cache what each partition read answered: the next incremental fetch compares to it."""
+    for c, entry, leader_epoch in done:
+        c.served_leader_epoch = leader_epoch
+        c.high_watermark = entry.high_watermark
+        c.last_stable_offset = entry.last_stable_offset
+        c.log_start_offset = entry.log_start_offset
+        c.last_error = entry.error_code
+        c.pending = False
 
 
 def _refused(names: list[str | None], follower: int) -> set[str | None]:

@@ -132,6 +132,8 @@ class Snapshot:
     active_controller: bool = False
     offline_partitions: int = 0
     delayed_fetches: int = 0
+    fetch_sessions: tuple[int, int, int, int, int] = (0, 0, 0, 0, 0)
+    """(sessions, partitions cached, evictions, sessions created, incremental fetches)."""
     delayed_produces: int = 0
     connections: int = 0
     connections_opened: int = 0
@@ -216,6 +218,14 @@ async def take_snapshot(source: MetricsSource) -> Snapshot:
             )
     snap.isr_shrinks, snap.isr_expands = replicas.isr_shrinks, replicas.isr_expands
     snap.active_controller, snap.offline_partitions = source.controller_status()
+    cache = replicas.fetch_sessions
+    snap.fetch_sessions = (
+        len(cache),
+        cache.partitions_cached,
+        cache.evictions,
+        cache.sessions_created,
+        cache.incremental_fetches,
+    )
     snap.delayed_fetches, snap.delayed_produces = (
         replicas.delayed_fetches,
         replicas.delayed_produces,
@@ -337,6 +347,33 @@ def families(snap: Snapshot) -> Iterator[Metric]:
         "Requests waiting in purgatory now, by kind (Fetch, Produce).",
         ["delayedoperation"],
         [(("Fetch",), snap.delayed_fetches), (("Produce",), snap.delayed_produces)],
+    )
+    prefix = "kafka_server_fetchsessioncache_"
+    sessions, cached, evictions, created, incremental = snap.fetch_sessions
+    yield _gauge(
+        f"{prefix}numincrementalfetchsessions",
+        "Incremental fetch sessions cached now.",
+        rows=[((), sessions)],
+    )
+    yield _gauge(
+        f"{prefix}numincrementalfetchpartitionscached",
+        "Partitions in the cached fetch sessions now.",
+        rows=[((), cached)],
+    )
+    yield _counter(
+        f"{prefix}incrementalfetchsessionevictions_total",
+        "Fetch sessions evicted to make room for new ones.",
+        rows=[((), evictions)],
+    )
+    yield _counter(
+        f"{prefix}incrementalfetchsessionscreated_total",
+        "Fetch sessions created.",
+        rows=[((), created)],
+    )
+    yield _counter(
+        f"{prefix}incrementalfetches_total",
+        "Incremental fetches served from a session.",
+        rows=[((), incremental)],
     )
     prefix = "kafka_server_socketservermetrics_"
     yield _gauge(
