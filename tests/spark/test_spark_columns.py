@@ -7,6 +7,7 @@ on a real broker's fetches.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -30,6 +31,7 @@ pytestmark = [pytest.mark.spark]
 blobs = st.one_of(st.none(), st.binary(max_size=40), st.binary(min_size=200, max_size=9000))
 header_lists = st.lists(st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=8))),
                         max_size=3)  # fmt: skip
+timestamp_types = st.sampled_from([TimestampType.CREATE_TIME, TimestampType.LOG_APPEND_TIME])
 records = st.lists(
     st.tuples(blobs, blobs, header_lists, st.integers(-(2**40), 2**40), st.integers(0, 300)),
     min_size=1,
@@ -53,8 +55,8 @@ def _batch(
     return builder.build()
 
 
-def _columns_as_tuples(data: bytes) -> list[tuple[object, ...]]:
-    offsets, timestamps, keys, values, headers = record_columns(read_batch(data))
+def _columns_as_tuples(*data: bytes) -> list[tuple[object, ...]]:
+    offsets, timestamps, _, keys, values, headers = record_columns([read_batch(d) for d in data])
     count = len(offsets)
     return list(
         zip(
@@ -69,14 +71,32 @@ def _columns_as_tuples(data: bytes) -> list[tuple[object, ...]]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(records, st.sampled_from(list(CompressionType)), st.sampled_from(list(TimestampType)[1:]))
-def test_columns_of_any_batch_are_the_records_the_record_decoder_reads(
-    spec: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int, int]],
-    compression: CompressionType,
-    timestamp_type: TimestampType,
+@given(
+    st.lists(
+        st.tuples(
+            records,
+            st.sampled_from(list(CompressionType)),
+            st.sampled_from(list(TimestampType)[1:]),
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_columns_of_any_batches_are_the_records_the_record_decoder_reads(
+    specs: list[tuple[list[Any], CompressionType, TimestampType]],
 ) -> None:
-    data = _batch(spec, compression, timestamp_type)
-    assert _columns_as_tuples(data) == list(record_tuples(read_batch(data)))
+    data = [
+        _batch(spec, compression, timestamp_type) for spec, compression, timestamp_type in specs
+    ]
+    expected = [record for d in data for record in record_tuples(read_batch(d))]
+    assert _columns_as_tuples(*data) == expected
+
+
+def test_timestamp_types_are_each_batchs_own() -> None:
+    create = _batch([(None, b"a", [], 7, 0)])
+    append = _batch([(None, b"b", [], 7, 0)], timestamp_type=TimestampType.LOG_APPEND_TIME)
+    _, _, types, _, _, _ = record_columns([read_batch(create), read_batch(append)])
+    assert types.tolist() == [0, 1]
 
 
 @settings(max_examples=300, deadline=None)
@@ -104,18 +124,18 @@ def test_a_record_count_that_disagrees_with_the_records_raises_corrupt_record(
     batch = bytearray(_batch([(b"k", b"v", [], 0, 0)] * 3))
     struct.pack_into(">i", batch, RECORD_COUNT_POS, 3 + change)
     with pytest.raises(CorruptRecordError):
-        record_columns(read_batch(bytes(batch)))
+        record_columns([read_batch(bytes(batch))])
 
 
 def test_the_decoder_leaves_out_records_before_the_fetch_position() -> None:
     data = _batch([(b"k%d" % i, b"v%d" % i, [], 5, 0) for i in range(10)])
     decoder = ArrowBatchDecoder(to_arrow_schema(source_schema(False), timezone="UTC"))
-    decoded = decoder(TopicPartition("t", 2), read_batch(data), 1_000_004)
+    decoded = decoder(TopicPartition("t", 2), [read_batch(data)], 1_000_004)
     assert decoded is not None
     assert decoded.batch.column("offset").to_pylist() == list(range(1_000_004, 1_000_010))
     assert decoded.batch.column("value").to_pylist() == [b"v%d" % i for i in range(4, 10)]
     assert decoded.batch.column("partition").to_pylist() == [2] * 6
-    assert decoder(TopicPartition("t", 2), read_batch(data), 1_000_010) is None
+    assert decoder(TopicPartition("t", 2), [read_batch(data)], 1_000_010) is None
 
 
 @pytest.mark.timeout(60)

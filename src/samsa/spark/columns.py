@@ -22,6 +22,7 @@ numpy and pyarrow come with the ``spark`` extra; nothing here is native code of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -107,25 +108,30 @@ def _binary(buf: bytes, starts: Any, lengths: Any) -> pa.Array:
 
 
 def record_columns(
-    batch: RecordBatchView, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
-) -> tuple[Any, Any, pa.Array, pa.Array, list[Any] | None]:
-    """Every record of ``batch`` as columns: offsets and timestamps (numpy int64 arrays),
-    keys and values (binary arrays), and the headers (a list with a tuple of headers per
-    record) when any record has some, else None.
+    batches: Sequence[RecordBatchView], *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+) -> tuple[Any, Any, Any, pa.Array, pa.Array, list[Any] | None]:
+    """Every record of ``batches`` (one partition's, in order) as columns: offsets,
+    timestamps and timestamp types (numpy int64 arrays), keys and values (binary arrays),
+    and the headers (a list with a tuple of headers per record) when any record has
+    some, else None. The batches are decoded together: numpy's cost per call is paid
+    once per fetch, not once per (often small) batch.
 
     The checks are those of :func:`samsa.records.reader.iter_records`: a records section
-    that disagrees with the header raises :class:`CorruptRecordError`.
+    that disagrees with its batch's header raises :class:`CorruptRecordError`.
     """
-    count = batch.record_count
-    if count < 0:
-        raise CorruptRecordError(f"batch declares {count} records")
-    buf = records_section(batch, max_decompressed)
+    counts = [b.record_count for b in batches]
+    if any(c < 0 for c in counts):
+        raise CorruptRecordError(f"batch declares {min(counts)} records")
+    sections = [records_section(b, max_decompressed) for b in batches]
+    buf = sections[0] if len(sections) == 1 else b"".join(sections)
     size = len(buf)
+    count = sum(counts)
     if not count:
         if size:
             raise CorruptRecordError(f"batch declares no records but {size} bytes follow")
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, pa.array([], pa.binary()), pa.array([], pa.binary()), None
+        nothing = pa.array([], pa.binary())
+        return empty, empty, empty, nothing, nothing, None
     # Follow the chain of record lengths to where each record ends (the next starts).
     ends: list[int] = []
     append = ends.append
@@ -161,9 +167,13 @@ def record_columns(
             f"record length {int(length[bad])} does not fit in the "
             f"{size - int(body[bad])} bytes that follow"
         )
-    if ends[-1] != size:
+    # Each batch's records end where its section does.
+    last = np.cumsum(counts) - 1
+    with_records = np.array(counts) > 0
+    section_ends = np.cumsum([len(s) for s in sections])
+    if not (end[last[with_records]] == section_ends[with_records]).all() or ends[-1] != size:
         raise CorruptRecordError(
-            f"batch declares {count} records but {size - ends[-1]} bytes follow the last"
+            f"a batch's records do not end where its records section does ({count} records)"
         )
     at = body + 1  # past the attributes byte
     timestamp_delta, at = _varints(data, at, end, MAX_VARLONG_BYTES)
@@ -177,28 +187,33 @@ def record_columns(
     if ((value_length < -1) | (at > end)).any():
         raise CorruptRecordError("a record's value length does not fit in the record")
     header_count, at = _varints(data, at, end, MAX_VARINT_BYTES)
-    base_offset, base_timestamp = batch.base_offset, batch.base_timestamp
     headers: list[Any] | None = None
     unusual = np.flatnonzero((header_count != 0) | (at != end))
     if len(unusual):
         # Headers (or bytes the fast checks do not account for): the record decoder.
         headers = [()] * count
         for i in unusual.tolist():
-            record, _ = decode_record(buf, int(start[i]), base_offset, base_timestamp, None)
+            record, _ = decode_record(buf, int(start[i]), 0, 0, None)
             headers[i] = record.headers
-    offsets = offset_delta + base_offset
-    if count and offset_delta[-1] > batch.last_offset_delta:
-        raise CorruptRecordError(
-            f"last record has offset delta {int(offset_delta[-1])}, "
-            f"the header says {batch.last_offset_delta}"
-        )
-    if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
-        timestamps = np.full(count, batch.max_timestamp, dtype=np.int64)
-    else:
-        timestamps = timestamp_delta + base_timestamp
+    last_deltas = np.array([b.last_offset_delta for b in batches], dtype=np.int64)
+    if (offset_delta[last[with_records]] > last_deltas[with_records]).any():
+        raise CorruptRecordError("a batch's last record has an offset delta beyond its header's")
+    log_append = np.array(
+        [b.timestamp_type is TimestampType.LOG_APPEND_TIME for b in batches], dtype=np.int64
+    )
+    offsets = offset_delta + np.repeat(
+        np.array([b.base_offset for b in batches], dtype=np.int64), counts
+    )
+    timestamps = timestamp_delta + np.repeat(
+        np.array([b.base_timestamp for b in batches], dtype=np.int64), counts
+    )
+    timestamp_types = np.repeat(log_append, counts)
+    if log_append.any():
+        max_timestamps = np.array([b.max_timestamp for b in batches], dtype=np.int64)
+        np.copyto(timestamps, np.repeat(max_timestamps, counts), where=timestamp_types == 1)
     keys = _binary(buf, key_start, key_length)
     values = _binary(buf, value_start, value_length)
-    return offsets, timestamps, keys, values, headers
+    return offsets, timestamps, timestamp_types, keys, values, headers
 
 
 def _repeated_string(text: str, count: int) -> pa.Array:
@@ -210,8 +225,9 @@ def _repeated_string(text: str, count: int) -> pa.Array:
 
 
 class ArrowBatchDecoder:
-    """A consumer's ``batch_decoder``: each fetched batch as a :class:`DecodedBatch` of
-    ``schema`` (the source's columns, :func:`samsa.spark.rows.source_schema` in Arrow)."""
+    """A consumer's ``batch_decoder``: the batches of each fetch as one
+    :class:`DecodedBatch` of ``schema`` (the source's columns,
+    :func:`samsa.spark.rows.source_schema` in Arrow)."""
 
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
@@ -220,22 +236,21 @@ class ArrowBatchDecoder:
         self._timestamp_type = schema.field("timestamp").type
 
     def __call__(
-        self, tp: TopicPartition, batch: RecordBatchView, position: int
+        self, tp: TopicPartition, batches: Sequence[RecordBatchView], position: int
     ) -> DecodedBatch | None:
-        offsets, timestamps, keys, values, headers = record_columns(batch)
+        offsets, timestamps, types, keys, values, headers = record_columns(batches)
         if len(offsets) and offsets[0] < position:
             keep = offsets >= position
             if not keep.any():
                 return None
             chosen = pa.array(keep)
-            offsets, timestamps = offsets[keep], timestamps[keep]
+            offsets, timestamps, types = offsets[keep], timestamps[keep], types[keep]
             keys, values = keys.filter(chosen), values.filter(chosen)
             if headers is not None:
                 headers = [h for h, k in zip(headers, keep.tolist(), strict=True) if k]
         count = len(offsets)
         if not count:
             return None
-        timestamp_type = int(batch.timestamp_type is TimestampType.LOG_APPEND_TIME)
         columns = [
             keys,
             values,
@@ -246,7 +261,7 @@ class ArrowBatchDecoder:
             pa.Array.from_buffers(
                 self._timestamp_type, count, [None, pa.py_buffer(timestamps * 1000)]
             ),
-            pa.array(np.full(count, timestamp_type, dtype=np.int32)),
+            pa.array(types.astype(np.int32)),
         ]
         if self.include_headers:
             if headers is None:
@@ -258,5 +273,5 @@ class ArrowBatchDecoder:
         return DecodedBatch(
             pa.RecordBatch.from_arrays(columns, schema=self.schema),
             offsets,
-            batch.partition_leader_epoch,
+            batches[-1].partition_leader_epoch,
         )

@@ -18,8 +18,9 @@ Kafka's consumer does. Control batches are never returned, but the position
 moves past them.
 
 A fetcher built with a ``batch_decoder`` hands out what the decoder makes of each
-accepted batch (after the CRC check and the transactional filtering above) instead
-of records: a columnar reader decodes whole batches without per-record objects.
+response's accepted batches (after the CRC check and the transactional filtering
+above) instead of records: a columnar reader decodes whole fetches without
+per-record objects.
 
 Partition errors: leader changes (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 fenced or unknown leader epoch…) refresh the metadata and retry after
@@ -73,10 +74,11 @@ RETRY_PARTITION = frozenset(
 )
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 Deserializer = Callable[[bytes], Any] | None
-BatchDecoder = Callable[[TopicPartition, RecordBatchView, int], Any]
-"""``(partition, batch, position) -> item or None``: the records of an accepted batch at
-or after ``position``, as one item with ``offset`` (the last offset it holds) and
-``leader_epoch`` attributes; None when it holds none."""
+BatchDecoder = Callable[[TopicPartition, list[RecordBatchView], int], Any]
+"""``(partition, batches, position) -> item or None``: the records at or after
+``position`` of a response's accepted batches, as one item with ``offset`` (the last
+offset it holds) and ``leader_epoch`` attributes; None when they hold none. It raises
+KafkaError (CorruptRecordError…) for a batch it cannot decode."""
 
 
 class _Buffered:
@@ -376,8 +378,41 @@ class Fetcher:
     def _parse(
         self, tp: TopicPartition, position: int, data: bytes | None, aborted: Iterable[Any] | None
     ) -> tuple[list[Any], int, SamsaError | None]:
-        """Records (decoded batches, with a ``batch_decoder``) at or after ``position`` in
-        a partition's fetched bytes, the offset after the last complete batch (or
+        if self.batch_decoder is not None:
+            return self._parse_decoded(tp, position, data, aborted)
+        return self._parse_records(tp, position, data, aborted)
+
+    def _parse_decoded(
+        self, tp: TopicPartition, position: int, data: bytes | None, aborted: Iterable[Any] | None
+    ) -> tuple[list[Any], int, SamsaError | None]:
+        """:meth:`_parse_records` with a ``batch_decoder``: the accepted batches of the
+        response go to it together (one item), or one by one when that fails, to return
+        what comes before a corrupt batch and raise at its offset."""
+        assert self.batch_decoder is not None
+        batches, next_offset, error = self._parse_records(tp, position, data, aborted)
+        try:
+            item = self.batch_decoder(tp, batches, position) if batches else None
+        except KafkaError:
+            pass
+        else:
+            return ([] if item is None else [item]), next_offset, error
+        items: list[Any] = []
+        for batch in batches:
+            try:
+                item = self.batch_decoder(tp, [batch], position)
+            except KafkaError as exc:  # corrupt records, an unknown codec
+                if isinstance(exc, CorruptRecordError):
+                    exc = _corrupt(tp, batch.base_offset, exc)
+                return items, max(position, batch.base_offset), exc
+            if item is not None:
+                items.append(item)
+        return items, next_offset, error
+
+    def _parse_records(
+        self, tp: TopicPartition, position: int, data: bytes | None, aborted: Iterable[Any] | None
+    ) -> tuple[list[Any], int, SamsaError | None]:
+        """Records (the accepted batches, with a ``batch_decoder``) at or after ``position``
+        in a partition's fetched bytes, the offset after the last complete batch (or
         ``position`` when there is none), and the error that stopped the parse early (a
         corrupt batch, a deserializer that raised), if one did: the records before it are
         returned and the offset is where it happened."""
@@ -431,14 +466,7 @@ class Fetcher:
                 next_offset = batch.next_offset
                 continue
             if batch_decoder is not None:
-                try:
-                    item = batch_decoder(tp, batch, position)
-                except KafkaError as exc:  # corrupt records, an unknown codec
-                    if isinstance(exc, CorruptRecordError):
-                        exc = _corrupt(tp, batch.base_offset, exc)
-                    return records, next_offset, exc
-                if item is not None:
-                    append(item)
+                append(batch)  # decoded by _parse_decoded
                 next_offset = batch.next_offset
                 continue
             timestamp_type = int(batch.timestamp_type is TimestampType.LOG_APPEND_TIME)
