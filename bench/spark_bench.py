@@ -3,6 +3,13 @@ per-micro-batch overhead next to Spark's rate source → noop sink, and the cost
 building Arrow batches versus row tuples on an executor.
 
     python bench/spark_bench.py [--records N]
+    python bench/spark_bench.py --versus-parquet [--records N]
+
+``--versus-parquet`` measures only reads and writes next to Parquet in the same
+session, for 100 B and 1 KiB values: a batch read of ``sum(length(value))`` from a
+samsa topic and from a Parquet copy of the same rows, and a write of one generated
+DataFrame (key, value) to a samsa topic and as Parquet; each pair back to back,
+each figure the best of ``--runs`` (after one warm-up run of each).
 
 Starts its own broker in a temporary directory; prints one line per figure.
 """
@@ -27,10 +34,132 @@ def _micro_batch_ms(query_progress: list[dict]) -> float:  # type: ignore[type-a
     return statistics.median(times) if times else float("nan")
 
 
+def _best_rate(rows: int, runs: int, work: object) -> float:
+    """Rows/s of the fastest of ``runs`` calls of ``work`` (after one unmeasured call)."""
+    assert callable(work)
+    work()
+    best = float("inf")
+    for _ in range(runs):
+        t = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - t)
+    return rows / best
+
+
+def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float]:
+    """Executor-side rows/s, fetched batches → one Arrow batch, for ``size``-byte values
+    in batches of 16 KiB (the producer's default ``batch.size``), 64 to a fetch: through
+    consumer records
+    (the reader's former path) and decoded straight into columns (its path now)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from samsa.client.consumer.types import ConsumerRecord
+    from samsa.records import RecordBatchBuilder, read_batch
+    from samsa.records.reader import record_tuples
+    from samsa.spark.columns import ArrowBatchDecoder
+    from samsa.spark.rows import ArrowRows, source_schema
+    from samsa.types import TopicPartition
+
+    per_batch = max(1, 16384 // (size + 12))
+    batches = []
+    for first in range(0, rows, per_batch):
+        builder = RecordBatchBuilder(base_offset=first)
+        for i in range(first, min(rows, first + per_batch)):
+            builder.append(b"x" * size, key=b"%d" % i, timestamp=1_700_000_000_000 + i)
+        batches.append(read_batch(builder.build()))
+    tp = TopicPartition("bench", 0)
+
+    def via_records() -> None:
+        arrow_rows = ArrowRows(source_schema(False))
+        for batch in batches:
+            arrow_rows.extend(
+                ConsumerRecord("bench", 0, o, ts, 0, k, v, h, -1, len(k or b""), len(v or b""))
+                for o, ts, k, v, h in record_tuples(batch)
+            )
+        arrow_rows.take()
+
+    decoder = ArrowBatchDecoder(to_arrow_schema(source_schema(False), timezone="UTC"))
+
+    # A fetch brings up to max.partition.fetch.bytes (1 MiB): 64 batches of 16 KiB.
+    fetches = [batches[i : i + 64] for i in range(0, len(batches), 64)]
+
+    def via_columns() -> None:
+        pa.concat_batches([decoder(tp, fetch, 0).batch for fetch in fetches])  # type: ignore[union-attr]
+
+    return _best_rate(rows, 3, via_records), _best_rate(rows, 3, via_columns)
+
+
+def versus_parquet(spark: object, bootstrap: str, work: Path, n: int, runs: int) -> None:
+    """Read and write rows/s of the samsa source next to Parquet, same session."""
+    for size in (100, 1024):
+        records, columns = decode_rates(size)
+        print(f"decode {size:>4} B  records → Arrow {records:>10,.0f} rows/s  "
+              f"batches → Arrow columns {columns:>10,.0f} rows/s")  # fmt: skip
+    for size in (100, 1024):
+        rows = n if size == 100 else max(n // 3, 1)
+        _versus_parquet_at(spark, bootstrap, work, size=size, rows=rows, runs=runs)
+
+
+def _versus_parquet_at(
+    spark: object, bootstrap: str, work: Path, *, size: int, rows: int, runs: int
+) -> None:
+    from pyspark.sql import SparkSession
+
+    assert isinstance(spark, SparkSession)
+    topic = f"vs-parquet-{size}"
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 2), NewTopic(f"{topic}-out", 2)])
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        for i in range(rows):
+            producer.send(topic, b"x" * size, key=b"%d" % i)
+    source = (
+        spark.read.format("samsa")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+    )
+    parquet = str(work / f"{topic}.parquet")
+    source.write.parquet(parquet)
+
+    def read_samsa() -> None:
+        source.selectExpr("sum(length(value))").collect()
+
+    def read_parquet() -> None:
+        spark.read.parquet(parquet).selectExpr("sum(length(value))").collect()
+
+    generated = spark.range(rows, numPartitions=2).selectExpr(
+        "cast(cast(id as string) as binary) as key",
+        f"cast(repeat('x', {size}) as binary) as value",
+    )
+    writes = iter(range(1_000_000))
+
+    def write_samsa() -> None:
+        (
+            generated.write.mode("append")
+            .format("samsa")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", f"{topic}-out")
+            .save()
+        )
+
+    def write_parquet() -> None:
+        generated.write.parquet(str(work / f"{topic}-out-{next(writes)}.parquet"))
+
+    read = _best_rate(rows, runs, read_samsa), _best_rate(rows, runs, read_parquet)
+    write = _best_rate(rows, runs, write_samsa), _best_rate(rows, runs, write_parquet)
+    for what, (ours, theirs) in (("read ", read), ("write", write)):
+        print(f"{what} {size:>4} B  samsa {ours:>9,.0f} rows/s  parquet {theirs:>9,.0f} "
+              f"rows/s  ratio {ours / theirs:.2f}  ({rows} rows)")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=200_000)
-    n = parser.parse_args().records
+    parser.add_argument("--versus-parquet", action="store_true")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    n = args.records
     os.environ.update({"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"})
     from pyspark.sql import SparkSession
     from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
@@ -58,6 +187,10 @@ def main() -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         samsa.spark.register(spark)
+        if args.versus_parquet:
+            versus_parquet(spark, bootstrap, work, n, args.runs)
+            spark.stop()
+            return
 
         def source() -> object:
             return (

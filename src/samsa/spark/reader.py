@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -30,6 +31,7 @@ from pyspark.sql.types import StructType
 
 from samsa.client.admin import Admin
 from samsa.errors import ConfigError, OffsetOutOfRangeError, SamsaError
+from samsa.spark.columns import ArrowBatchDecoder, DecodedBatch
 from samsa.spark.offsets import (
     OffsetRange,
     limit_offsets,
@@ -39,7 +41,6 @@ from samsa.spark.offsets import (
 )
 from samsa.spark.options import SourceOptions
 from samsa.spark.planning import DataLossError, OffsetPlanner
-from samsa.spark.rows import ArrowRows
 from samsa.types import TopicPartition
 
 __all__ = [
@@ -52,6 +53,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ROWS_PER_ARROW_BATCH = 8192
+"""Fetched batches are gathered into Arrow batches of about this many rows."""
+BATCHES_PER_POLL = 64
 # How long a task waits for records before it asks whether its topic still exists.
 EXISTS_CHECK_S = 1.0
 
@@ -72,18 +75,26 @@ class RangePartition(InputPartition):
 def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> Iterator[Any]:
     """The records of ``rng`` as Arrow record batches, read with samsa's consumer.
 
+    The consumer decodes each fetched batch straight into Arrow columns
+    (:mod:`samsa.spark.columns`), after its transactional filtering; the last batch is
+    cut at ``rng.until_offset``.
+
     Records deleted before the task reads them (retention, a deleted topic) raise
     DataLossError with ``failOnDataLoss``, and are skipped without it. A task that
     waits for records asks every EXISTS_CHECK_S whether its topic still exists, so a
     topic deleted under it ends the task instead of waiting out pollTimeoutMs.
     """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
     from samsa.client.consumer import Consumer
 
     if rng.size == 0:
         return
     tp = rng.topic_partition
-    rows = ArrowRows(schema)
-    consumer = Consumer(options.consumer_props())
+    arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    consumer = Consumer(options.consumer_props(), batch_decoder=ArrowBatchDecoder(arrow_schema))
     try:
         consumer.assign([tp])
         consumer.seek(tp, rng.from_offset)
@@ -92,19 +103,26 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
         next_check = time.monotonic() + EXISTS_CHECK_S
         while consumer.position(tp) < rng.until_offset:
             try:
-                records = consumer.poll(timeout=0.2, max_records=ROWS_PER_ARROW_BATCH)
+                decoded: list[DecodedBatch] = consumer.poll_decoded(
+                    timeout=0.2, max_batches=BATCHES_PER_POLL
+                )
             except OffsetOutOfRangeError:
                 if not _skip_lost(options, consumer, tp, rng):
                     break
-                records = []
+                decoded = []
                 if time.monotonic() > deadline:
                     raise
             now = time.monotonic()
-            if records:
+            if decoded:
                 deadline, next_check = now + timeout_s, now + EXISTS_CHECK_S
-                rows.extend(r for r in records if r.offset < rng.until_offset)
-                if len(rows) >= ROWS_PER_ARROW_BATCH:
-                    yield rows.take()
+                for chunk in decoded:
+                    batch = _until(chunk, rng.until_offset)
+                    if batch.num_rows:
+                        pending.append(batch)
+                        pending_rows += batch.num_rows
+                if pending_rows >= ROWS_PER_ARROW_BATCH:
+                    yield _combined(pending)
+                    pending, pending_rows = [], 0
                 continue
             if now > next_check:
                 next_check = now + EXISTS_CHECK_S
@@ -116,10 +134,21 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
                     f"{rng.until_offset}) within kafkaConsumer.pollTimeoutMs="
                     f"{options.poll_timeout_ms}"
                 )
-        if len(rows):
-            yield rows.take()
+        if pending_rows:
+            yield _combined(pending)
     finally:
         consumer.close()
+
+
+def _until(chunk: DecodedBatch, until_offset: int) -> pa.RecordBatch:
+    """The rows of ``chunk`` before ``until_offset``."""
+    if chunk.offset < until_offset:
+        return chunk.batch
+    return chunk.batch.filter(pa.array(chunk.offsets < until_offset))
+
+
+def _combined(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
 def _still_exists(

@@ -3,8 +3,10 @@
 The columns are those of Spark's Kafka source: key, value, topic, partition,
 offset, timestamp, timestampType, and headers when ``includeHeaders`` is true
 (null for a record without headers, as in Spark's Kafka source).
-Executors hand Spark ``pyarrow.RecordBatch`` objects built column by column,
-which skips PySpark's per-row type checks (bench/spark_bench.py measures both).
+Executors hand Spark ``pyarrow.RecordBatch`` objects, which skips PySpark's per-row
+type checks. The readers build them from fetched batches directly
+(:mod:`samsa.spark.columns`); :class:`ArrowRows` builds them from consumer records,
+the path bench/spark_bench.py compares that with.
 """
 
 from __future__ import annotations

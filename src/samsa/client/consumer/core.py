@@ -27,7 +27,7 @@ from samsa.client.admin.types import OffsetAndMetadata
 from samsa.client.cluster import Cluster
 from samsa.client.config import ClientConfig, consumer_config
 from samsa.client.consumer.coordinator import ConsumerCoordinator
-from samsa.client.consumer.fetcher import EARLIEST, LATEST, Fetcher
+from samsa.client.consumer.fetcher import EARLIEST, LATEST, BatchDecoder, Fetcher
 from samsa.client.consumer.subscription import SubscriptionMode, SubscriptionState
 from samsa.client.consumer.types import ConsumerRecord, RebalanceListener
 from samsa.client.errors import ClientClosedError, IllegalStateError, error_for
@@ -57,7 +57,11 @@ class AsyncConsumer:
     Use ``async with AsyncConsumer(config)`` or :meth:`start` and :meth:`close`.
     """
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
+    def __init__(
+        self, config: Mapping[str, Any], *, batch_decoder: BatchDecoder | None = None
+    ) -> None:
+        """``batch_decoder``: hand out each fetched batch as the decoder makes it (with
+        :meth:`poll_decoded`) instead of records (see the fetcher's docstring)."""
         self.config: ClientConfig = consumer_config(config)
         config = self.config
         self.client_id: str = config["client.id"] or f"samsa-consumer-{next(_consumer_ids)}"
@@ -79,6 +83,7 @@ class AsyncConsumer:
             self._subscriptions,
             key_deserializer=config["key.deserializer"],
             value_deserializer=config["value.deserializer"],
+            batch_decoder=batch_decoder,
         )
         self._coordinator: ConsumerCoordinator | None = None
         if self.group_id is not None:
@@ -211,6 +216,19 @@ class AsyncConsumer:
     ) -> list[ConsumerRecord]:
         """Records fetched since the last poll, up to ``max_records`` (``max.poll.records``);
         waits up to ``timeout`` seconds for some. Returns [] when none arrived in time."""
+        if self._fetcher.batch_decoder is not None:
+            raise IllegalStateError("a consumer with a batch_decoder is polled by poll_decoded()")
+        records: list[ConsumerRecord] = await self._poll(timeout, max_records)
+        return records
+
+    async def poll_decoded(self, timeout: float = 0.0, max_batches: int | None = None) -> list[Any]:
+        """What the ``batch_decoder`` made of the batches fetched since the last poll, up
+        to ``max_batches`` (``max.poll.records``); waits up to ``timeout`` seconds."""
+        if self._fetcher.batch_decoder is None:
+            raise IllegalStateError("poll_decoded() needs a consumer built with a batch_decoder")
+        return await self._poll(timeout, max_batches)
+
+    async def _poll(self, timeout: float, max_records: int | None) -> list[Any]:
         self._check_open()
         if self._subscriptions.mode is SubscriptionMode.NONE:
             raise IllegalStateError("poll() needs subscribe() or assign() first")

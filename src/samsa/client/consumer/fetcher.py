@@ -17,6 +17,11 @@ transaction are skipped from its first offset until its ABORT marker, as
 Kafka's consumer does. Control batches are never returned, but the position
 moves past them.
 
+A fetcher built with a ``batch_decoder`` hands out what the decoder makes of each
+response's accepted batches (after the CRC check and the transactional filtering
+above) instead of records: a columnar reader decodes whole fetches without
+per-record objects.
+
 Partition errors: leader changes (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
 fenced or unknown leader epoch…) refresh the metadata and retry after
 ``retry.backoff.ms``; OFFSET_OUT_OF_RANGE resets the position by
@@ -44,7 +49,7 @@ from samsa.client.consumer.subscription import SubscriptionState
 from samsa.client.consumer.types import ConsumerRecord
 from samsa.client.errors import RecordDeserializationError, error_for
 from samsa.errors import CorruptRecordError, ErrorCode, KafkaError, SamsaError, TruncatedBatchError
-from samsa.records.batch import TimestampType, read_batch
+from samsa.records.batch import RecordBatchView, TimestampType, read_batch
 from samsa.records.control import ControlRecordType, control_record_type
 from samsa.records.reader import iter_records, record_tuples
 from samsa.types import TopicPartition
@@ -69,14 +74,19 @@ RETRY_PARTITION = frozenset(
 )
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 Deserializer = Callable[[bytes], Any] | None
+BatchDecoder = Callable[[TopicPartition, list[RecordBatchView], int], Any]
+"""``(partition, batches, position) -> item or None``: the records at or after
+``position`` of a response's accepted batches, as one item with ``offset`` (the last
+offset it holds) and ``leader_epoch`` attributes; None when they hold none. It raises
+KafkaError (CorruptRecordError…) for a batch it cannot decode."""
 
 
 class _Buffered:
-    """Records of one partition from one response, not yet returned."""
+    """Records (or decoded batches) of one partition from one response, not yet returned."""
 
     __slots__ = ("index", "next_offset", "position", "records")
 
-    def __init__(self, position: int, records: list[ConsumerRecord], next_offset: int) -> None:
+    def __init__(self, position: int, records: list[Any], next_offset: int) -> None:
         self.position = position
         self.records = records
         self.index = 0
@@ -94,8 +104,10 @@ class Fetcher:
         *,
         key_deserializer: Deserializer = None,
         value_deserializer: Deserializer = None,
+        batch_decoder: BatchDecoder | None = None,
     ) -> None:
         self.cluster = cluster
+        self.batch_decoder = batch_decoder
         self.subscriptions = subscriptions
         self.isolation_level = ISOLATION_LEVELS[config["isolation.level"]]
         self.check_crcs: bool = config["check.crcs"]
@@ -365,12 +377,46 @@ class Fetcher:
 
     def _parse(
         self, tp: TopicPartition, position: int, data: bytes | None, aborted: Iterable[Any] | None
-    ) -> tuple[list[ConsumerRecord], int, SamsaError | None]:
-        """Records at or after ``position`` in a partition's fetched bytes, the offset after
-        the last complete batch (or ``position`` when there is none), and the error that
-        stopped the parse early (a corrupt batch, a deserializer that raised), if one did:
-        the records before it are returned and the offset is where it happened."""
-        records: list[ConsumerRecord] = []
+    ) -> tuple[list[Any], int, SamsaError | None]:
+        if self.batch_decoder is not None:
+            return self._parse_decoded(tp, position, data, aborted)
+        return self._parse_records(tp, position, data, aborted)
+
+    def _parse_decoded(
+        self, tp: TopicPartition, position: int, data: bytes | None, aborted: Iterable[Any] | None
+    ) -> tuple[list[Any], int, SamsaError | None]:
+        """:meth:`_parse_records` with a ``batch_decoder``: the accepted batches of the
+        response go to it together (one item), or one by one when that fails, to return
+        what comes before a corrupt batch and raise at its offset."""
+        assert self.batch_decoder is not None
+        batches, next_offset, error = self._parse_records(tp, position, data, aborted)
+        try:
+            item = self.batch_decoder(tp, batches, position) if batches else None
+        except KafkaError:
+            pass
+        else:
+            return ([] if item is None else [item]), next_offset, error
+        items: list[Any] = []
+        for batch in batches:
+            try:
+                item = self.batch_decoder(tp, [batch], position)
+            except KafkaError as exc:  # corrupt records, an unknown codec
+                if isinstance(exc, CorruptRecordError):
+                    exc = _corrupt(tp, batch.base_offset, exc)
+                return items, max(position, batch.base_offset), exc
+            if item is not None:
+                items.append(item)
+        return items, next_offset, error
+
+    def _parse_records(
+        self, tp: TopicPartition, position: int, data: bytes | None, aborted: Iterable[Any] | None
+    ) -> tuple[list[Any], int, SamsaError | None]:
+        """Records (the accepted batches, with a ``batch_decoder``) at or after ``position``
+        in a partition's fetched bytes, the offset after the last complete batch (or
+        ``position`` when there is none), and the error that stopped the parse early (a
+        corrupt batch, a deserializer that raised), if one did: the records before it are
+        returned and the offset is where it happened."""
+        records: list[Any] = []
         next_offset = position
         if not data:
             return records, next_offset, None
@@ -384,6 +430,7 @@ class Fetcher:
         heapq.heapify(aborted_heap)
         aborted_producers: set[int] = set()
         key_deserializer, value_deserializer = self.key_deserializer, self.value_deserializer
+        batch_decoder = self.batch_decoder
         view = memoryview(data)
         pos = 0
         append = records.append
@@ -416,6 +463,10 @@ class Fetcher:
                     next_offset = batch.next_offset
                     continue
             elif batch.is_control:
+                next_offset = batch.next_offset
+                continue
+            if batch_decoder is not None:
+                append(batch)  # decoded by _parse_decoded
                 next_offset = batch.next_offset
                 continue
             timestamp_type = int(batch.timestamp_type is TimestampType.LOG_APPEND_TIME)
@@ -458,10 +509,11 @@ class Fetcher:
 
     # -- handing records out ---------------------------------------------------------------
 
-    def drain(self, max_records: int) -> list[ConsumerRecord]:
-        """Up to ``max_records`` buffered records of fetchable partitions, positions moved
-        past them. Raises a partition's error once nothing before it is left to return."""
-        out: list[ConsumerRecord] = []
+    def drain(self, max_records: int) -> list[Any]:
+        """Up to ``max_records`` buffered records (decoded batches, with a ``batch_decoder``)
+        of fetchable partitions, positions moved past them. Raises a partition's error
+        once nothing before it is left to return."""
+        out: list[Any] = []
         assignment = self.subscriptions.assignment
         for tp in list(self._buffer):
             buffered = self._buffer[tp]

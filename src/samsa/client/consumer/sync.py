@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from samsa.client.admin.types import OffsetAndMetadata
 from samsa.client.config import ClientConfig
 from samsa.client.consumer.core import AsyncConsumer, CommitCallback
+from samsa.client.consumer.fetcher import BatchDecoder
 from samsa.client.consumer.types import ConsumerRecord, RebalanceListener
 from samsa.client.portal import LoopThread, blocking
 from samsa.client.producer.types import ConsumerGroupMetadata
@@ -63,8 +64,11 @@ class Consumer:
     thread uses it, callbacks included.
     """
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        core = AsyncConsumer(config)  # checks the config before a thread exists
+    def __init__(
+        self, config: Mapping[str, Any], *, batch_decoder: BatchDecoder | None = None
+    ) -> None:
+        # checks the config before a thread exists
+        core = AsyncConsumer(config, batch_decoder=batch_decoder)
         self._portal = LoopThread(f"samsa-{core.client_id}")
         self._core = core
         self._calls: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -146,6 +150,11 @@ class Consumer:
         """Records fetched since the last poll (up to ``max_records``), waiting up to
         ``timeout`` seconds for some."""
         return self._run_with_callbacks(self._core.poll(timeout, max_records))
+
+    def poll_decoded(self, timeout: float = 0.0, max_batches: int | None = None) -> list[Any]:
+        """What the ``batch_decoder`` made of the batches fetched since the last poll (up
+        to ``max_batches``), waiting up to ``timeout`` seconds for some."""
+        return self._run_with_callbacks(self._core.poll_decoded(timeout, max_batches))
 
     def close(self, timeout: float | None = None) -> None:
         """Commit (with auto-commit), leave the group, stop the loop thread. Closing a
