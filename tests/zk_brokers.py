@@ -54,11 +54,21 @@ async def active(brokers: list[Broker]) -> list[Broker]:
 
 
 async def one_active(brokers: list[Broker]) -> Broker:
+    """The one active controller, once it has seen every broker of ``brokers`` alive."""
+
     async def exactly_one() -> bool:
         return len(await active(brokers)) == 1
 
     await eventually(exactly_one, "exactly one active controller")
-    return (await active(brokers))[0]
+    controller = (await active(brokers))[0]
+    # Registrations reach the controller through a watch: a topic created before it has
+    # seen a broker alive leaves that broker out of the new partitions' ISRs.
+    for broker in brokers:
+        await eventually(
+            lambda b=broker.broker_id: seen_by_controller(controller, b),  # type: ignore[misc]
+            f"broker {broker.broker_id} seen alive by the controller",
+        )
+    return controller
 
 
 async def create_topic(
