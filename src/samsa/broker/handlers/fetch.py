@@ -390,8 +390,9 @@ def register(
             topics, total, failed, done = read_all(
                 wanted, body, follower, refused, quota_bytes, incremental=incremental
             )
-        if total:
-            count_bytes_out(topics, follower >= 0)
+        # Counted from the file regions before down-conversion replaces them, and recorded
+        # only when the response goes out (a quota may withhold it below).
+        sent_by_topic = region_bytes(topics) if total else {}
         if header.api_version < DOWN_CONVERT_FROM:
             fetch_offsets: dict[tuple[str, int], int] = {}
             partition_max_bytes: dict[tuple[str, int], int] = {}
@@ -429,6 +430,7 @@ def register(
                     throttle_time_ms=throttle_ms, session_id=answered_id,
                 )  # fmt: skip
                 return RawResponse(chunks, size)
+        count_bytes_out(sent_by_topic, follower >= 0)
         if session is not None:
             settle(session, done, committed)
             if incremental:
@@ -437,19 +439,13 @@ def register(
                         session.to_end(key_of(c, session.uses_topic_ids))
         return RawResponse(chunks, size)
 
-    def count_bytes_out(topics: list[FetchTopic], to_follower: bool) -> None:
-        for topic in topics:
-            sent = 0
-            for p in topic.partitions:
-                records = p.records
-                if records is not None and not isinstance(records, bytes):
-                    sent += records.length
-            if sent:
-                stats = replicas.topic_stats.topic(topic.name)
-                if to_follower:
-                    stats.replication_bytes_out += sent
-                else:
-                    stats.bytes_out += sent
+    def count_bytes_out(sent_by_topic: dict[str, int], to_follower: bool) -> None:
+        for name, sent in sent_by_topic.items():
+            stats = replicas.topic_stats.topic(name)
+            if to_follower:
+                stats.replication_bytes_out += sent
+            else:
+                stats.bytes_out += sent
 
     registry.add(API_KEY, 0, 17, handle)
 
@@ -478,6 +474,20 @@ def _remember(done: list[Read]) -> None:
         c.log_start_offset = entry.log_start_offset
         c.last_error = entry.error_code
         c.pending = False
+
+
+def region_bytes(topics: list[FetchTopic]) -> dict[str, int]:
+    """The record bytes of each topic's file regions in a response (what ``sendfile`` sends)."""
+    sent_by_topic: dict[str, int] = {}
+    for topic in topics:
+        sent = sum(
+            p.records.length
+            for p in topic.partitions
+            if p.records is not None and not isinstance(p.records, bytes)
+        )
+        if sent:
+            sent_by_topic[topic.name] = sent
+    return sent_by_topic
 
 
 def _refused(names: list[str | None], follower: int) -> set[str | None]:
