@@ -35,7 +35,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.rawclient import read_response, request_frame
+from tests.rawclient import read_response, recv_exactly, request_frame
 
 from samsa.testing.broker import BrokerProcess
 
@@ -65,21 +65,11 @@ def fetch_values(session_id: int, epoch: int, offsets: dict[int, int]) -> dict[s
 def exchange_sizes(sock: socket.socket, frame: bytes) -> tuple[int, int, int]:
     """Send ``frame``; the request's size, the response's size and its session id."""
     sock.sendall(frame)
-    size = struct.unpack(">i", recv(sock, 4))[0]
-    body = recv(sock, size)
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    body = recv_exactly(sock, size)
     # v12 response: correlation id, header tags, throttle, error code, session id.
     session_id = struct.unpack_from(">i", body, 4 + 1 + 4 + 2)[0]
     return len(frame), size + 4, session_id
-
-
-def recv(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return bytes(data)
 
 
 def run(

@@ -63,8 +63,8 @@ def read_response(sock: socket.socket, api_key: int, version: int) -> Any:
 
 def read_response_with_id(sock: socket.socket, api_key: int, version: int) -> tuple[int, Any]:
     """Read one response frame from ``sock``: its correlation id and the decoded response."""
-    size = struct.unpack(">i", _recv(sock, 4))[0]
-    frame = _recv(sock, size)
+    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
+    frame = recv_exactly(sock, size)
     legacy = legacy_version(api_key, version)
     if legacy is not None:  # response header v0
         return struct.unpack_from(">i", frame)[0], decode_legacy_response(legacy, frame[4:])
@@ -74,7 +74,7 @@ def read_response_with_id(sock: socket.socket, api_key: int, version: int) -> tu
     return int(header.correlation_id), response
 
 
-def _recv(sock: socket.socket, size: int) -> bytes:
+def recv_exactly(sock: socket.socket, size: int) -> bytes:
     data = bytearray()
     while len(data) < size:
         chunk = sock.recv(size - len(data))
