@@ -26,7 +26,7 @@ from contextvars import ContextVar
 
 from samsa.broker.scram_credentials import ScramCredentials
 from samsa.broker.security_config import ListenerSecurity
-from samsa.security.scram import ScramCredential, ScramError, ScramMechanism, ScramServer
+from samsa.security.scram import ScramError, ScramMechanism, ScramServer
 
 __all__ = ["SaslAuthenticator", "SaslFailure", "current_authenticator"]
 
@@ -79,9 +79,7 @@ class SaslAuthenticator:
         self.mechanism = mechanism
         self.raw_tokens = version == 0
         self._exchanging = True
-        self._scram = None
-        if mechanism.startswith("SCRAM-"):
-            self._scram = ScramServer(ScramMechanism.named(mechanism), self._no_user)
+        self._scram = None  # made at the first SCRAM message, with the user's credential
 
     @property
     def exchanging(self) -> bool:
@@ -94,11 +92,10 @@ class SaslAuthenticator:
             self.failure = "SaslAuthenticate before SaslHandshake"
             raise SaslFailure(self.failure)
         try:
-            if self._scram is None:
-                name = self._plain(token)
-                self._succeed(name)
+            if self.mechanism == "PLAIN":
+                self._succeed(self._plain(token))
                 return b"", True
-            return await self._scram_step(self._scram, token)
+            return await self._scram_step(ScramMechanism.named(self.mechanism), token)
         except SaslFailure as exc:
             self._exchanging = False
             self.failure = str(exc)
@@ -123,18 +120,19 @@ class SaslAuthenticator:
             raise SaslFailure("Authentication failed: Invalid username or password")
         return user
 
-    async def _scram_step(self, scram: ScramServer, token: bytes) -> tuple[bytes, bool]:
+    async def _scram_step(self, mechanism: ScramMechanism, token: bytes) -> tuple[bytes, bool]:
         failed = (
             "Authentication failed during authentication due to invalid credentials with "
             f"SASL mechanism {self.mechanism}"
         )
-        if scram.username is None:
+        scram = self._scram
+        if scram is None:  # the client-first message: look the user's credential up once
             user = _scram_username(token)
             self.username = user
             credential = (
-                await self._credentials.lookup(scram.mechanism, user) if user is not None else None
+                await self._credentials.lookup(mechanism, user) if user is not None else None
             )
-            scram = self._scram = ScramServer(scram.mechanism, lambda _name: credential)
+            scram = self._scram = ScramServer(mechanism, lambda _name: credential)
         try:
             answer = scram.respond(token)
         except ScramError:
@@ -157,10 +155,6 @@ class SaslAuthenticator:
         self.raw_tokens = False
         reauth_ms = self.security.max_reauth_ms
         self.session_expires_at = time.monotonic() + reauth_ms / 1000 if reauth_ms > 0 else None
-
-    @staticmethod
-    def _no_user(_name: str) -> ScramCredential | None:
-        return None
 
 
 def _scram_username(token: bytes) -> str | None:
