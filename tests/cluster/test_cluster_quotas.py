@@ -4,9 +4,11 @@ broker through the ``/config/changes`` notifications."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kazoo.client import KazooClient
@@ -14,6 +16,7 @@ from tests.integration.test_client_quotas import produce_throttle_ms
 
 from samsa import Admin
 from samsa.client.admin import ClientQuotaAlteration, ClientQuotaFilterComponent, NewTopic
+from samsa.client.admin.users import ScramUpsertion
 from samsa.testing.cluster import LocalCluster
 from samsa.testing.zookeeper import ZooKeeperServer
 
@@ -92,3 +95,47 @@ def test_quotas_are_kept_in_kafkas_znodes_and_described_by_every_broker(
         while admin.describe_client_quotas([exact]) != wanted:
             assert time.monotonic() < deadline, "broker 2 never described the quota"
             time.sleep(0.1)
+
+
+QUOTA_KEYS = ["producer_byte_rate", "consumer_byte_rate", "request_percentage"]
+
+
+def _alter_at_once(pair: LocalCluster, user: str) -> None:
+    """Set three quotas of ``user`` (through brokers 1, 2, 1) and a SCRAM credential
+    (through broker 2), each from its own client, released together."""
+    start = threading.Barrier(len(QUOTA_KEYS) + 1)
+
+    def set_quota(key: str, broker_id: int) -> None:
+        with _admin(_address(pair, broker_id)) as admin:
+            start.wait(TIMEOUT_S)
+            admin.alter_client_quotas([ClientQuotaAlteration({"user": user}, {key: 50.0})])
+
+    def set_credential() -> None:
+        with _admin(_address(pair, 2)) as admin:
+            start.wait(TIMEOUT_S)
+            admin.alter_user_scram_credentials([ScramUpsertion(user, "SCRAM-SHA-256", "secret")])
+
+    with ThreadPoolExecutor(len(QUOTA_KEYS) + 1) as pool:
+        done = [pool.submit(set_quota, key, 1 + i % 2) for i, key in enumerate(QUOTA_KEYS)]
+        done.append(pool.submit(set_credential))
+        for future in done:
+            future.result(TIMEOUT_S)
+
+
+def test_quotas_and_a_credential_of_one_user_altered_at_once_through_two_brokers_all_stay(
+    pair: LocalCluster,
+) -> None:
+    # The user's quotas and SCRAM credentials share /config/users/<user>: each change
+    # rewrites that znode, so a change made from a stale read would undo another's.
+    for round_ in range(3):
+        user = f"shared-{round_}-{uuid.uuid4().hex[:6]}"
+        _alter_at_once(pair, user)
+        wanted = {(("user", user),): dict.fromkeys(QUOTA_KEYS, 50.0)}
+        exact = ClientQuotaFilterComponent.of_entity("user", user)
+        deadline = time.monotonic() + TIMEOUT_S
+        with _admin(_address(pair, 1)) as admin:
+            # Broker 1 learns of broker 2's changes from the notifications: wait for them.
+            while (described := admin.describe_client_quotas([exact])) != wanted:
+                assert time.monotonic() < deadline, f"quotas lost: {described}"
+                time.sleep(0.1)
+            assert admin.describe_user_scram_credentials([user]) == {user: {"SCRAM-SHA-256": 4096}}

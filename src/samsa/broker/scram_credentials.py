@@ -22,6 +22,7 @@ Owned by the broker's event loop; not thread-safe.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,14 +174,19 @@ class ZkScramCredentials:
             by_user.setdefault(change.user, []).append(change)
         async with self._lock:
             for user, mine in by_user.items():
-                path = f"users/{sanitize(user)}"
-                config = await self._zk.get_entity_config(path)
-                for change in mine:
-                    if change.credential is None:
-                        config.pop(change.mechanism.mechanism_name, None)
-                    else:
-                        config[change.mechanism.mechanism_name] = change.credential.to_text()
-                await self._zk.change_entity_config(path, config)
+                await self._zk.update_entity_config(
+                    f"users/{sanitize(user)}", functools.partial(_changed, changes=mine)
+                )
+
+
+def _changed(config: dict[str, str], changes: Sequence[CredentialChange]) -> dict[str, str]:
+    """A user's entity config with its SCRAM keys changed (its quota keys left as they are)."""
+    for change in changes:
+        if change.credential is None:
+            config.pop(change.mechanism.mechanism_name, None)
+        else:
+            config[change.mechanism.mechanism_name] = change.credential.to_text()
+    return config
 
 
 def _users(value: object) -> dict[str, dict[str, str]]:

@@ -291,15 +291,34 @@ class KafkaZk:
         except NoNodeError:
             return []
 
-    async def change_entity_config(self, entity_path: str, config: Mapping[str, str]) -> None:
-        """Write an entity's config and announce it with a change notification, which every
-        broker watches (Kafka's ``AdminZkClient.changeConfigs``)."""
+    async def update_entity_config(
+        self, entity_path: str, edit: Callable[[dict[str, str]], dict[str, str]]
+    ) -> None:
+        """Change an entity's config by ``edit`` of what is stored, and announce it with a
+        change notification, which every broker watches (Kafka's
+        ``AdminZkClient.changeConfigs``).
+
+        The znode is written only at the version read, and read and edited again when
+        another broker wrote it meanwhile: quotas and SCRAM credentials of one user share
+        a znode, so a plain write of what was read could undo another's change."""
         path = zk_data.entity_config_path(entity_path)
-        data = zk_data.encode_config(config)
-        try:
-            await self.client.set(path, data)
-        except NoNodeError:
-            await self.client.create(path, data, makepath=True)
+        while True:
+            found = await self.client.get_or_none(path)
+            current: dict[str, str] = {}
+            if found is not None:
+                try:
+                    current = zk_data.decode_config(found[0], path)
+                except ZkDataError as exc:
+                    log.error("replacing the unreadable config of %s: %s", entity_path, exc)
+            data = zk_data.encode_config(edit(current))
+            try:
+                if found is None:
+                    await self.client.create(path, data, makepath=True)
+                else:
+                    await self.client.set(path, data, version=found[1])
+            except (NodeExistsError, BadVersionError, NoNodeError):
+                continue  # written or deleted by another since the read
+            break
         await self.client.create(
             f"{zk_data.CONFIG_CHANGES}/{zk_data.CONFIG_CHANGE_PREFIX}",
             zk_data.encode_config_change(entity_path),

@@ -15,6 +15,7 @@ Both apply an alteration to the broker's :class:`ClientQuotas` once it is stored
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Mapping
 from typing import Protocol
@@ -141,8 +142,7 @@ class ZkQuotaStore:
 
     async def alter(self, changes: QuotaChanges) -> None:
         for entity, ops in changes.items():
-            current = await self._zk.get_entity_config(entity.path)
-            await self._zk.change_entity_config(entity.path, _apply(current, ops))
+            await self._zk.update_entity_config(entity.path, functools.partial(_apply, ops=ops))
         # Applied the way every broker applies it, through the notifications — and before
         # the answer, so the client's next request here sees it.
         self._events.put("changes")
