@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -341,6 +342,22 @@ class KafkaZk:
         except ZkDataError as exc:
             log.error("ignoring %s: %s", path, exc)
             return None
+
+    async def purge_config_changes(self, names: Iterable[str], expiry_ms: int) -> int:
+        """Delete those of the notifications ``names`` created over ``expiry_ms`` ago (Kafka
+        keeps them 15 minutes); every broker may purge, so one already gone is skipped.
+        Returns how many this call deleted."""
+        now_ms = int(time.time() * 1000)
+        deleted = 0
+        for name in names:
+            path = f"{zk_data.CONFIG_CHANGES}/{name}"
+            created = await self.client.created_ms(path)
+            if created is None or created + expiry_ms >= now_ms:
+                continue
+            with contextlib.suppress(NoNodeError):
+                await self.client.delete(path)
+                deleted += 1
+        return deleted
 
     # -- partition states ---------------------------------------------------------------
 

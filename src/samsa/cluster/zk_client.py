@@ -197,6 +197,11 @@ class ZkClient:
         )
         return stat is not None
 
+    async def created_ms(self, path: str) -> int | None:
+        """When the znode was created, in ZooKeeper's wall-clock milliseconds (None: absent)."""
+        stat = await self._read(lambda: self._kazoo.exists_async(self._path(path)))
+        return None if stat is None else int(stat.ctime)
+
     async def get_children(self, path: str, watch: Callable[[], None] | None = None) -> list[str]:
         """The znode's children, sorted (NoNodeError if absent); ``watch()`` once they change."""
         children = await self._read(

@@ -7,8 +7,9 @@
   change announced by a ``/config/changes/config_change_<seq>`` notification.
   Every broker reads all entities at start, watches the notifications, and
   re-reads the entity each new one names, so a quota set through any broker
-  applies on all of them. Notifications are not removed (Kafka removes them
-  after 15 minutes): a broker only reads those newer than the last it saw.
+  applies on all of them. A broker only reads notifications newer than the
+  last it saw, and deletes those it has seen once they are 15 minutes old
+  (as Kafka does), so they do not pile up in ZooKeeper.
 
 Both apply an alteration to the broker's :class:`ClientQuotas` once it is stored.
 """
@@ -82,12 +83,19 @@ class LocalQuotaStore:
         self._quotas.update(_entities(self._dynamic.client_quotas))
 
 
+CHANGE_EXPIRY_MS = 15 * 60 * 1000
+"""How long a ``/config/changes`` notification is kept (Kafka's 15 minutes)."""
+
+
 class ZkQuotaStore:
     """Client quotas of a cluster, in ZooKeeper; one owner of the view (the event task)."""
 
-    def __init__(self, zk: KafkaZk, quotas: ClientQuotas) -> None:
+    def __init__(
+        self, zk: KafkaZk, quotas: ClientQuotas, change_expiry_ms: int = CHANGE_EXPIRY_MS
+    ) -> None:
         self._zk = zk
         self._quotas = quotas
+        self._change_expiry_ms = change_expiry_ms
         self._stored: dict[str, dict[str, str]] = {}
         self._last_seen = -1
         self._events: EventQueue[str] = EventQueue("client-quotas", self._handle)
@@ -129,6 +137,13 @@ class ZkQuotaStore:
             self._last_seen = sequence
             if entity_path is not None and entity_path.startswith(("users/", "clients/")):
                 entity_paths.append(entity_path)
+        seen = [
+            name
+            for name in changes
+            if (sequence := zk_data.config_change_sequence(name)) is not None
+            and sequence <= self._last_seen
+        ]
+        await self._zk.purge_config_changes(seen, self._change_expiry_ms)
         if not entity_paths:
             return
         for entity_path in dict.fromkeys(entity_paths):
