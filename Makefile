@@ -9,6 +9,7 @@ SPARK  := $(VENV)/.spark
 ZK     := $(VENV)/.zookeeper
 CHROMIUM := $(VENV)/.chromium
 SARAMA := $(VENV)/.sarama
+KAFKAJS := $(VENV)/.kafkajs
 
 .PHONY: run cluster faults console test test-slow lint bench pipeline clean
 
@@ -55,6 +56,16 @@ $(SARAMA): $(STAMP)
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq golang-go golang-github-shopify-sarama-dev; }
 	touch $(SARAMA)
 
+# KafkaJS 2.2, the Node.js client: Debian's nodejs and npm, then the version pinned by
+# tests/integration/kafkajs/package-lock.json from the npm registry.
+$(KAFKAJS): $(STAMP) tests/integration/kafkajs/package-lock.json
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+	  echo "installing Node.js and npm (Debian packages)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq nodejs npm; }
+	cd tests/integration/kafkajs && npm ci --no-audit --no-fund --loglevel=error
+	touch $(KAFKAJS)
+
 # samsa.spark: the spark extra (pyspark builds from an sdist, about a minute) and a
 # Java 17+ runtime for Spark's JVM (Debian's openjdk-17-jre-headless when missing).
 $(SPARK): $(STAMP)
@@ -93,10 +104,10 @@ lint: $(SPARK)
 # Two test processes (pytest-xdist): most tests wait on brokers, ZooKeeper and Spark
 # rather than compute, so two share this project's 2-core machines well.
 TEST_WORKERS ?= 2
-test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA)
+test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS)
 	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
-test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA)
+test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS)
 	$(BIN)/pytest -m slow -q
 
 bench: $(STAMP)
