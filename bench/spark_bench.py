@@ -4,6 +4,13 @@ building Arrow batches versus row tuples on an executor.
 
     python bench/spark_bench.py [--records N]
     python bench/spark_bench.py --versus-parquet [--records N]
+    python bench/spark_bench.py --micro-batches [--seconds S]
+
+``--micro-batches`` measures only the per-micro-batch times, 100 rows a batch from a
+2-partition topic: samsa → noop, Spark's ``rate`` source → noop, and samsa → samsa
+through the exactly-once stream writer, each run for ``--seconds``; it prints the
+median of each phase Spark reports (``durationMs``: latestOffset and getBatch are
+the source's planning on the driver, addBatch runs the tasks and the sink's commit).
 
 ``--versus-parquet`` measures only reads and writes next to Parquet in the same
 session, for 100 B and 1 KiB values: a batch read of ``sum(length(value))`` from a
@@ -32,6 +39,62 @@ from samsa.testing import start_broker
 def _micro_batch_ms(query_progress: list[dict]) -> float:  # type: ignore[type-arg]
     times = [p["durationMs"]["triggerExecution"] for p in query_progress[2:]]
     return statistics.median(times) if times else float("nan")
+
+
+PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+
+
+def _phases(query_progress: list[dict]) -> dict[str, float]:  # type: ignore[type-arg]
+    """Median ms of each phase of the micro-batches after the first two (warm-up)."""
+    later = [p for p in query_progress[2:] if p["numInputRows"]]
+    result = {}
+    for phase in ("triggerExecution", *PHASES):
+        values = [p["durationMs"].get(phase, 0) for p in later]
+        result[phase] = statistics.median(values) if values else float("nan")
+    return result
+
+
+def micro_batches(spark: object, bootstrap: str, work: Path, seconds: float) -> None:
+    """Per-micro-batch phase times, samsa → noop, rate → noop, samsa → samsa (exactly-once)."""
+    from pyspark.sql import SparkSession
+
+    assert isinstance(spark, SparkSession)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic("mb-in", 2), NewTopic("mb-out", 2)])
+    rows = int(seconds * 1000)  # enough for 100-row batches at up to 10 a second
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        for i in range(rows):
+            producer.send("mb-in", b"x" * 100, key=b"%d" % i)
+    samsa_in = (
+        spark.readStream.format("samsa")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", "mb-in")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "100")
+        .load()
+    )
+    rate_in = spark.readStream.format("rate").option("rowsPerSecond", "100").load()
+    runs = {
+        "samsa -> noop": samsa_in.writeStream.format("noop"),
+        "rate -> noop": rate_in.writeStream.format("noop"),
+        "samsa -> samsa": samsa_in.selectExpr("key", "value")
+        .writeStream.format("samsa")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", "mb-out"),
+    }
+    print("median ms a micro-batch  " + "  ".join(["trigger", *PHASES]))
+    for name, writer in runs.items():
+        query = (
+            writer.option("checkpointLocation", str(work / f"cp-{name.replace(' ', '')}"))
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
+        time.sleep(seconds)
+        query.stop()
+        phases = _phases(query.recentProgress)
+        batches = sum(1 for p in query.recentProgress if p["numInputRows"])
+        print(f"{name:<16} ({batches:>3} batches) "
+              + "  ".join(f"{phases[k]:.0f}" for k in ("triggerExecution", *PHASES)))  # fmt: skip
 
 
 def _best_rate(rows: int, runs: int, work: object) -> float:
@@ -158,6 +221,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--versus-parquet", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--micro-batches", action="store_true")
+    parser.add_argument("--seconds", type=float, default=30)
     args = parser.parse_args()
     n = args.records
     os.environ.update({"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"})
@@ -177,7 +242,7 @@ def main() -> None:
         with Admin({"bootstrap.servers": bootstrap}) as admin:
             admin.create_topics([NewTopic("bench", 2), NewTopic("bench-out", 2)])
         with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
-            for i in range(n):
+            for i in range(0 if args.micro_batches else n):
                 producer.send("bench", b"x" * 100, key=b"%d" % i)
         spark = (
             SparkSession.builder.master("local[2]")
@@ -187,6 +252,10 @@ def main() -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         samsa.spark.register(spark)
+        if args.micro_batches:
+            micro_batches(spark, bootstrap, work, args.seconds)
+            spark.stop()
+            return
         if args.versus_parquet:
             versus_parquet(spark, bootstrap, work, n, args.runs)
             spark.stop()
