@@ -7,7 +7,8 @@ building Arrow batches versus row tuples on an executor.
     python bench/spark_bench.py --micro-batches [--seconds S]
 
 ``--micro-batches`` measures only the per-micro-batch times, 100 rows a batch from a
-2-partition topic: samsa → noop, Spark's ``rate`` source → noop, and samsa → samsa
+2-partition topic: samsa → noop, Spark's ``rate`` source → noop, a Python data
+source with no client (``counter``, 100 rows in 2 tasks a batch) → noop, and samsa → samsa
 through the exactly-once stream writer, each run for ``--seconds``; it prints the
 median of each phase Spark reports (``durationMs``: latestOffset and getBatch are
 the source's planning on the driver, addBatch runs the tasks and the sink's commit).
@@ -45,13 +46,54 @@ PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", 
 
 
 def _phases(query_progress: list[dict]) -> dict[str, float]:  # type: ignore[type-arg]
-    """Median ms of each phase of the micro-batches after the first two (warm-up)."""
-    later = [p for p in query_progress[2:] if p["numInputRows"]]
+    """Median ms of each phase of the micro-batches with rows, after the first three
+    (warm-up: Python workers start)."""
+    later = [p for p in query_progress if p["numInputRows"]][3:]
     result = {}
     for phase in ("triggerExecution", *PHASES):
         values = [p["durationMs"].get(phase, 0) for p in later]
         result[phase] = statistics.median(values) if values else float("nan")
     return result
+
+
+def _counter_source() -> type:
+    """A Python streaming data source with no client at all (``counter``): offsets are a
+    clock of 100 rows a call, a task yields its rows as one Arrow batch. What a micro-batch
+    of a Python data source costs in Spark itself, the floor under samsa's."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class CounterReader(DataSourceStreamReader):
+        def __init__(self) -> None:
+            self.end = 0
+
+        def initialOffset(self) -> dict[str, int]:
+            return {"offset": 0}
+
+        def latestOffset(self) -> dict[str, int]:
+            self.end += 100
+            return {"offset": self.end}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+            half = (start["offset"] + end["offset"]) // 2
+            return [InputPartition((start["offset"], half)), InputPartition((half, end["offset"]))]
+
+        def read(self, partition: InputPartition) -> object:
+            first, last = partition.value  # type: ignore[attr-defined]
+            yield pa.RecordBatch.from_pydict({"value": pa.array(range(first, last), pa.int64())})
+
+    class CounterSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "counter"
+
+        def schema(self) -> str:
+            return "value bigint"
+
+        def streamReader(self, schema: object) -> DataSourceStreamReader:
+            return CounterReader()
+
+    return CounterSource
 
 
 def micro_batches(spark: object, bootstrap: str, work: Path, seconds: float) -> None:
@@ -74,7 +116,9 @@ def micro_batches(spark: object, bootstrap: str, work: Path, seconds: float) -> 
         .load()
     )
     rate_in = spark.readStream.format("rate").option("rowsPerSecond", "100").load()
+    spark.dataSource.register(_counter_source())
     runs = {
+        "counter -> noop": spark.readStream.format("counter").load().writeStream.format("noop"),
         "samsa -> noop": samsa_in.writeStream.format("noop"),
         "rate -> noop": rate_in.writeStream.format("noop"),
         "samsa -> samsa": samsa_in.selectExpr("key", "value")
