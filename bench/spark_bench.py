@@ -6,6 +6,11 @@ building Arrow batches versus row tuples on an executor.
     python bench/spark_bench.py --versus-parquet [--records N]
     python bench/spark_bench.py --micro-batches [--seconds S]
 
+``--task-steps`` times, without Spark, what one write task of the exactly-once sink
+does (new producer, init_transactions, the group's offset, 50 sends, the offsets,
+flush; then the driver's EndTxn) with and without asking for the topic's partitions
+first, and one read task (``read_range`` of 50 records): median and mean of 10 after 2.
+
 ``--micro-batches`` measures only the per-micro-batch times, 100 rows a batch from a
 2-partition topic: samsa → noop, Spark's ``rate`` source → noop, a Python data
 source with no client (``counter``, 100 rows in 2 tasks a batch) → noop, and samsa → samsa
@@ -54,6 +59,92 @@ def _phases(query_progress: list[dict]) -> dict[str, float]:  # type: ignore[typ
         values = [p["durationMs"].get(phase, 0) for p in later]
         result[phase] = statistics.median(values) if values else float("nan")
     return result
+
+
+class _Steps:
+    """Milliseconds of named steps, run after run."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, list[float]] = {}
+        self._step = ""
+        self._start = 0.0
+
+    def __call__(self, step: str) -> _Steps:
+        self._step = step
+        return self
+
+    def __enter__(self) -> None:
+        self._start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        elapsed = (time.perf_counter() - self._start) * 1000
+        self.ms.setdefault(self._step, []).append(elapsed)
+
+    def medians(self) -> str:
+        """Each step's median / mean ms of the runs after the first two."""
+        return ", ".join(
+            f"{k} {statistics.median(v[2:]):.1f} / {statistics.mean(v[2:]):.1f}"
+            for k, v in self.ms.items()
+        )
+
+
+def _write_task(bootstrap: str, name: str, batch: int, ask_first: bool, steps: _Steps) -> None:
+    """What a stream write task and the driver's commit do, step by step."""
+    from samsa.client.producer import ConsumerGroupMetadata
+    from samsa.spark.transactions import end_transactions, prepared_transaction
+    from samsa.types import TopicPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": name})
+    if ask_first:
+        with steps("partitions_for"):
+            producer.partitions_for("steps-out")
+    with steps("init_transactions"):
+        producer.init_transactions()
+    with steps("group offset"), Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.list_group_offsets(name, require_stable=True)
+    producer.begin_transaction()
+    with steps("50 sends"):
+        for _ in range(50):
+            producer.send("steps-out", b"x" * 100, key=b"k", partition=0)
+    with steps("send_offsets"):
+        offsets = {TopicPartition("steps-out", 0): batch + 1}
+        producer.send_offsets_to_transaction(offsets, ConsumerGroupMetadata(name))
+    with steps("flush"):
+        producer.flush()
+    prepared = prepared_transaction(producer)
+    producer.close()
+    with steps("EndTxn (driver)"):
+        end_transactions({"bootstrap.servers": bootstrap}, [prepared], commit=True)
+
+
+def task_steps(bootstrap: str) -> None:
+    """Median ms of each step of a stream write task and of a read task, without Spark."""
+    from samsa.spark.offsets import OffsetRange
+    from samsa.spark.options import SourceOptions
+    from samsa.spark.reader import read_range
+    from samsa.spark.rows import source_schema
+
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic("steps-in", 2), NewTopic("steps-out", 2)])
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        for i in range(1000):
+            producer.send("steps-in", b"x" * 100, key=b"%d" % i, partition=0)
+    for ask_first in (False, True):
+        steps = _Steps()
+        for batch in range(12):
+            _write_task(bootstrap, f"steps-{ask_first}", batch, ask_first, steps)
+        what = "write task, partitions asked first" if ask_first else "write task"
+        print(f"{what}: {steps.medians()} ms")
+    options = SourceOptions.parse(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": "steps-in"}, streaming=True
+    )
+    schema = source_schema(False)
+    steps = _Steps()
+    for i in range(12):
+        with steps("read_range of 50 records"):
+            for _ in read_range(options, schema, OffsetRange("steps-in", 0, i * 50, i * 50 + 50)):
+                pass
+    print(f"read task: {steps.medians()} ms")
 
 
 def _counter_source() -> type:
@@ -266,6 +357,7 @@ def main() -> None:
     parser.add_argument("--versus-parquet", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--micro-batches", action="store_true")
+    parser.add_argument("--task-steps", action="store_true")
     parser.add_argument("--seconds", type=float, default=30)
     args = parser.parse_args()
     n = args.records
@@ -283,6 +375,9 @@ def main() -> None:
     broker = start_broker(work / "data")
     bootstrap = broker.bootstrap
     try:
+        if args.task_steps:
+            task_steps(bootstrap)
+            return
         with Admin({"bootstrap.servers": bootstrap}) as admin:
             admin.create_topics([NewTopic("bench", 2), NewTopic("bench-out", 2)])
         with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
