@@ -4,6 +4,19 @@ building Arrow batches versus row tuples on an executor.
 
     python bench/spark_bench.py [--records N]
     python bench/spark_bench.py --versus-parquet [--records N]
+    python bench/spark_bench.py --micro-batches [--seconds S]
+
+``--task-steps`` times, without Spark, what one write task of the exactly-once sink
+does (new producer, init_transactions, the group's offset, 50 sends, the offsets,
+flush; then the driver's EndTxn) with and without asking for the topic's partitions
+first, and one read task (``read_range`` of 50 records): median and mean of 10 after 2.
+
+``--micro-batches`` measures only the per-micro-batch times, 100 rows a batch from a
+2-partition topic: samsa → noop, Spark's ``rate`` source → noop, a Python data
+source with no client (``counter``, 100 rows in 2 tasks a batch) → noop, and samsa → samsa
+through the exactly-once stream writer, each run for ``--seconds``; it prints the
+median of each phase Spark reports (``durationMs``: latestOffset and getBatch are
+the source's planning on the driver, addBatch runs the tasks and the sink's commit).
 
 ``--versus-parquet`` measures only reads and writes next to Parquet in the same
 session, for 100 B and 1 KiB values: a batch read of ``sum(length(value))`` from a
@@ -32,6 +45,191 @@ from samsa.testing import start_broker
 def _micro_batch_ms(query_progress: list[dict]) -> float:  # type: ignore[type-arg]
     times = [p["durationMs"]["triggerExecution"] for p in query_progress[2:]]
     return statistics.median(times) if times else float("nan")
+
+
+PHASES = ("latestOffset", "getBatch", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+
+
+def _phases(query_progress: list[dict]) -> dict[str, float]:  # type: ignore[type-arg]
+    """Median ms of each phase of the micro-batches with rows, after the first three
+    (warm-up: Python workers start)."""
+    later = [p for p in query_progress if p["numInputRows"]][3:]
+    result = {}
+    for phase in ("triggerExecution", *PHASES):
+        values = [p["durationMs"].get(phase, 0) for p in later]
+        result[phase] = statistics.median(values) if values else float("nan")
+    return result
+
+
+class _Steps:
+    """Milliseconds of named steps, run after run."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, list[float]] = {}
+        self._step = ""
+        self._start = 0.0
+
+    def __call__(self, step: str) -> _Steps:
+        self._step = step
+        return self
+
+    def __enter__(self) -> None:
+        self._start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        elapsed = (time.perf_counter() - self._start) * 1000
+        self.ms.setdefault(self._step, []).append(elapsed)
+
+    def medians(self) -> str:
+        """Each step's median / mean ms of the runs after the first two."""
+        return ", ".join(
+            f"{k} {statistics.median(v[2:]):.1f} / {statistics.mean(v[2:]):.1f}"
+            for k, v in self.ms.items()
+        )
+
+
+def _write_task(bootstrap: str, name: str, batch: int, ask_first: bool, steps: _Steps) -> None:
+    """What a stream write task and the driver's commit do, step by step."""
+    from samsa.client.producer import ConsumerGroupMetadata
+    from samsa.spark.transactions import end_transactions, prepared_transaction
+    from samsa.types import TopicPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": name})
+    if ask_first:
+        with steps("partitions_for"):
+            producer.partitions_for("steps-out")
+    with steps("init_transactions"):
+        producer.init_transactions()
+    with steps("group offset"), Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.list_group_offsets(name, require_stable=True)
+    producer.begin_transaction()
+    with steps("50 sends"):
+        for _ in range(50):
+            producer.send("steps-out", b"x" * 100, key=b"k", partition=0)
+    with steps("send_offsets"):
+        offsets = {TopicPartition("steps-out", 0): batch + 1}
+        producer.send_offsets_to_transaction(offsets, ConsumerGroupMetadata(name))
+    with steps("flush"):
+        producer.flush()
+    prepared = prepared_transaction(producer)
+    producer.close()
+    with steps("EndTxn (driver)"):
+        end_transactions({"bootstrap.servers": bootstrap}, [prepared], commit=True)
+
+
+def task_steps(bootstrap: str) -> None:
+    """Median ms of each step of a stream write task and of a read task, without Spark."""
+    from samsa.spark.offsets import OffsetRange
+    from samsa.spark.options import SourceOptions
+    from samsa.spark.reader import read_range
+    from samsa.spark.rows import source_schema
+
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic("steps-in", 2), NewTopic("steps-out", 2)])
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        for i in range(1000):
+            producer.send("steps-in", b"x" * 100, key=b"%d" % i, partition=0)
+    for ask_first in (False, True):
+        steps = _Steps()
+        for batch in range(12):
+            _write_task(bootstrap, f"steps-{ask_first}", batch, ask_first, steps)
+        what = "write task, partitions asked first" if ask_first else "write task"
+        print(f"{what}: {steps.medians()} ms")
+    options = SourceOptions.parse(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": "steps-in"}, streaming=True
+    )
+    schema = source_schema(False)
+    steps = _Steps()
+    for i in range(12):
+        with steps("read_range of 50 records"):
+            for _ in read_range(options, schema, OffsetRange("steps-in", 0, i * 50, i * 50 + 50)):
+                pass
+    print(f"read task: {steps.medians()} ms")
+
+
+def _counter_source() -> type:
+    """A Python streaming data source with no client at all (``counter``): offsets are a
+    clock of 100 rows a call, a task yields its rows as one Arrow batch. What a micro-batch
+    of a Python data source costs in Spark itself, the floor under samsa's."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class CounterReader(DataSourceStreamReader):
+        def __init__(self) -> None:
+            self.end = 0
+
+        def initialOffset(self) -> dict[str, int]:
+            return {"offset": 0}
+
+        def latestOffset(self) -> dict[str, int]:
+            self.end += 100
+            return {"offset": self.end}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+            half = (start["offset"] + end["offset"]) // 2
+            return [InputPartition((start["offset"], half)), InputPartition((half, end["offset"]))]
+
+        def read(self, partition: InputPartition) -> object:
+            first, last = partition.value  # type: ignore[attr-defined]
+            yield pa.RecordBatch.from_pydict({"value": pa.array(range(first, last), pa.int64())})
+
+    class CounterSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "counter"
+
+        def schema(self) -> str:
+            return "value bigint"
+
+        def streamReader(self, schema: object) -> DataSourceStreamReader:
+            return CounterReader()
+
+    return CounterSource
+
+
+def micro_batches(spark: object, bootstrap: str, work: Path, seconds: float) -> None:
+    """Per-micro-batch phase times, samsa → noop, rate → noop, samsa → samsa (exactly-once)."""
+    from pyspark.sql import SparkSession
+
+    assert isinstance(spark, SparkSession)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic("mb-in", 2), NewTopic("mb-out", 2)])
+    rows = int(seconds * 1000)  # enough for 100-row batches at up to 10 a second
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        for i in range(rows):
+            producer.send("mb-in", b"x" * 100, key=b"%d" % i)
+    samsa_in = (
+        spark.readStream.format("samsa")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", "mb-in")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "100")
+        .load()
+    )
+    rate_in = spark.readStream.format("rate").option("rowsPerSecond", "100").load()
+    spark.dataSource.register(_counter_source())
+    runs = {
+        "counter -> noop": spark.readStream.format("counter").load().writeStream.format("noop"),
+        "samsa -> noop": samsa_in.writeStream.format("noop"),
+        "rate -> noop": rate_in.writeStream.format("noop"),
+        "samsa -> samsa": samsa_in.selectExpr("key", "value")
+        .writeStream.format("samsa")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", "mb-out"),
+    }
+    print("median ms a micro-batch  " + "  ".join(["trigger", *PHASES]))
+    for name, writer in runs.items():
+        query = (
+            writer.option("checkpointLocation", str(work / f"cp-{name.replace(' ', '')}"))
+            .trigger(processingTime="0 seconds")
+            .start()
+        )
+        time.sleep(seconds)
+        query.stop()
+        phases = _phases(query.recentProgress)
+        batches = sum(1 for p in query.recentProgress if p["numInputRows"])
+        print(f"{name:<16} ({batches:>3} batches) "
+              + "  ".join(f"{phases[k]:.0f}" for k in ("triggerExecution", *PHASES)))  # fmt: skip
 
 
 def _best_rate(rows: int, runs: int, work: object) -> float:
@@ -158,6 +356,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--versus-parquet", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--micro-batches", action="store_true")
+    parser.add_argument("--task-steps", action="store_true")
+    parser.add_argument("--seconds", type=float, default=30)
     args = parser.parse_args()
     n = args.records
     os.environ.update({"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"})
@@ -174,10 +375,13 @@ def main() -> None:
     broker = start_broker(work / "data")
     bootstrap = broker.bootstrap
     try:
+        if args.task_steps:
+            task_steps(bootstrap)
+            return
         with Admin({"bootstrap.servers": bootstrap}) as admin:
             admin.create_topics([NewTopic("bench", 2), NewTopic("bench-out", 2)])
         with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
-            for i in range(n):
+            for i in range(0 if args.micro_batches else n):
                 producer.send("bench", b"x" * 100, key=b"%d" % i)
         spark = (
             SparkSession.builder.master("local[2]")
@@ -187,6 +391,10 @@ def main() -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         samsa.spark.register(spark)
+        if args.micro_batches:
+            micro_batches(spark, bootstrap, work, args.seconds)
+            spark.stop()
+            return
         if args.versus_parquet:
             versus_parquet(spark, bootstrap, work, n, args.runs)
             spark.stop()

@@ -61,16 +61,21 @@ class OffsetPlanner:
             assert subscription.pattern is not None
             pattern = re.compile(subscription.pattern)
             topics = {name for name in names if pattern.fullmatch(name)}
-        return sorted(self._describe(topics))
+        return sorted(self._describe(topics, names))
 
-    def _describe(self, topics: Iterable[str]) -> set[TopicPartition]:
-        """The partitions of those of ``topics`` that exist now.
+    def _describe(
+        self, topics: Iterable[str], names: Iterable[str] | None = None
+    ) -> set[TopicPartition]:
+        """The partitions of those of ``topics`` that exist now (``names``: the cluster's
+        topics, when the caller has just listed them).
 
         A topic deleted between the listing and the description is left out,
         as if the listing had come a moment later: the caller's check_lost
         decides what its partitions' absence means (failOnDataLoss).
         """
-        existing = sorted(set(self._admin.list_topics()) & set(topics))
+        if names is None:
+            names = self._admin.list_topics()
+        existing = sorted(set(names) & set(topics))
         if not existing:
             return set()
         try:

@@ -13,6 +13,7 @@ its planning calls in one long-lived Python process per query.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -96,6 +97,11 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
     pending_rows = 0
     consumer = Consumer(options.consumer_props(), batch_decoder=ArrowBatchDecoder(arrow_schema))
     try:
+        # The topic in the consumer's first metadata request: asked for only once
+        # assigned, it would come with a second request, a retry.backoff.ms later.
+        # Only a head start: the reads below report a broker that cannot be reached.
+        with contextlib.suppress(SamsaError):
+            consumer.partitions_for(tp.topic, timeout=options.poll_timeout_ms / 1000)
         consumer.assign([tp])
         consumer.seek(tp, rng.from_offset)
         timeout_s = options.poll_timeout_ms / 1000
