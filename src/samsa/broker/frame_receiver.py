@@ -5,7 +5,8 @@ writes the received bytes straight into it, and :meth:`FrameReceiver.received`
 splits them into frames (the bytes after each 4-byte big-endian size prefix):
 
 - Between frames, and for frames that fit in it, reads go into one shared
-  64 KiB buffer per connection. Each small frame is copied out of it once,
+  64 KiB buffer per connection (an anonymous map: a connection exchanging
+  small requests touches only its first pages). Each small frame is copied out of it once,
   when complete: as ``bytes``, or as a ``bytearray`` for a Produce request
   (api key 0), whose records the log rewrites in place. The bytes of a frame
   split across reads stay in the shared buffer (moved to its front when a
@@ -107,7 +108,7 @@ class FrameReceiver:
             raise ValueError(f"max_frame_size must not be negative, not {max_frame_size}")
         self._max_frame_size = max_frame_size
         self._pool = pool
-        self._shared = bytearray(shared_buffer_bytes)
+        self._shared = mmap.mmap(-1, shared_buffer_bytes)
         self._shared_view = memoryview(self._shared)
         self._start = 0  # first byte of _shared not yet made into a frame
         self._end = 0  # end of the bytes received into _shared
@@ -156,7 +157,7 @@ class FrameReceiver:
             start = end = self._start = self._end = 0
         elif start > 0:
             # The head of an incomplete frame: to the front, so that the frame fits.
-            self._shared[: end - start] = self._shared_view[start:end]
+            self._shared_view[: end - start] = self._shared_view[start:end]  # a memmove
             end = self._end = end - start
             start = self._start = 0
         limit = len(self._shared)
