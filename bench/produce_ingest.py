@@ -7,7 +7,9 @@ no per-record work, so on a loaded 2-core machine the figure that holds is the
 broker's CPU (``/proc/<pid>/stat``, user + system) per GB and per million
 records, not the wall-clock rate. ``--strace`` attaches ``strace -c -f`` to the
 broker for the timed phase and prints the system calls per request (``mmap``,
-``munmap``, ``brk`` show whether buffers are allocated per request).
+``munmap``, ``brk`` show whether buffers are allocated per request);
+``--py-spy PATH`` samples the broker's thread for the timed phase and prints
+the lines where its samples are (self), the largest first.
 
     python bench/produce_ingest.py --record-size 1024 --requests 600
     python bench/produce_ingest.py --record-size 100 --requests 600 --strace
@@ -103,6 +105,21 @@ def strace_summary(path: Path) -> dict[str, int]:
     return calls
 
 
+def print_profile(path: Path, top: int = 25) -> None:
+    self_samples: dict[str, int] = {}
+    total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        leaf = stack.rsplit(";", 1)[-1]
+        self_samples[leaf] = self_samples.get(leaf, 0) + int(count)
+        total += int(count)
+    print(f"py-spy: {total} samples of the broker's thread; self, the largest first:")
+    for leaf, count in sorted(self_samples.items(), key=lambda item: -item[1])[:top]:
+        print(f"  {100 * count / total:5.1f}%  {leaf}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--record-size", type=int, default=1024)
@@ -111,6 +128,7 @@ def main() -> None:
     parser.add_argument("--inflight", type=int, default=5)
     parser.add_argument("--acks", type=int, default=1, choices=(1, -1))
     parser.add_argument("--strace", action="store_true")
+    parser.add_argument("--py-spy", metavar="PATH", help="a py-spy binary")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
 
@@ -133,6 +151,14 @@ def main() -> None:
                     stderr=subprocess.DEVNULL,
                 )
                 time.sleep(1.0)  # attached
+            profile_path = workdir / "profile.txt"
+            if args.py_spy:
+                tracer = subprocess.Popen(
+                    [args.py_spy, "record", "--rate", "1000", "--nonblocking", "--format", "raw",
+                     "-o", str(profile_path), "-p", str(pid)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+                time.sleep(1.0)
             load_before = os.getloadavg()
             user0, sys0 = cpu_seconds(pid)
             start = time.perf_counter()
@@ -156,9 +182,12 @@ def main() -> None:
               f"{cpu / args.requests * 1e3:.3f} CPU-ms/request")  # fmt: skip
         print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}")
         if tracer is not None:
-            calls = strace_summary(trace_path)
+            calls = strace_summary(trace_path) if args.strace else {}
             shown = ("read", "recvfrom", "write", "writev", "pwrite64", "mmap", "munmap", "brk",
                      "mremap", "epoll_wait")  # fmt: skip
+            if args.py_spy:
+                print_profile(profile_path)
+                return
             print("syscalls per request (strace -c, timed phase): " + ", ".join(
                 f"{name} {calls.get(name, 0) / args.requests:.2f}" for name in shown))  # fmt: skip
     finally:
