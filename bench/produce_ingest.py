@@ -115,7 +115,8 @@ def print_profile(path: Path, top: int = 25) -> None:
         leaf = stack.rsplit(";", 1)[-1]
         self_samples[leaf] = self_samples.get(leaf, 0) + int(count)
         total += int(count)
-    print(f"py-spy: {total} samples of the broker's thread; self, the largest first:")
+    print(f"py-spy: {total} samples of the broker's threads (event loop, flush workers)")
+    print("self, the largest first:")
     for leaf, count in sorted(self_samples.items(), key=lambda item: -item[1])[:top]:
         print(f"  {100 * count / total:5.1f}%  {leaf}")
 
