@@ -180,3 +180,20 @@ def test_a_frame_announced_at_100_mib_holds_memory_only_for_the_bytes_that_came(
             time.sleep(0.05)
         grown = _proc_field(broker, "status", "VmRSS:") - rss_before
     assert grown < 20 * 1024, f"RSS grew by {grown} KiB"
+
+
+def test_hundreds_of_small_requests_in_one_send_are_answered_in_order(
+    broker: BrokerProcess,
+) -> None:
+    create_topic(broker, "many-small")
+    count = 300
+    stream = b"".join(
+        produce_frame("many-small", batch([f"small {i}".encode()]), correlation_id=i)
+        for i in range(count)
+    )
+    with connect(broker) as sock:
+        sock.sendall(stream)
+        answers = [read_produce_response(sock) for _ in range(count)]
+    assert [(c, p.error_code, p.base_offset) for c, p in answers] == [
+        (i, 0, i) for i in range(count)
+    ]

@@ -360,6 +360,8 @@ class Connection(asyncio.BufferedProtocol):
                 if self._paused and self.queue.qsize() < _MAX_QUEUED_FRAMES // 2:
                     self._paused = False
                     self._update_reading()
+                if self._outgoing and len(frame) > _COALESCED_RESPONSE_BYTES:
+                    self._flush()  # a large request takes a while: earlier answers go first
                 throttle = RequestThrottle(len(frame))
                 current_throttle.set(throttle)
                 timing = RequestTiming(arrived, time.monotonic())
@@ -446,7 +448,8 @@ class Connection(asyncio.BufferedProtocol):
     def _send(self, response: bytes, timing: RequestTiming) -> None:
         """Write a response when this task next yields to the loop, together with the
         responses to the requests it handles before that (pipelined requests already
-        received): one ``writev`` and one wakeup of the peer instead of one each."""
+        received): one ``writev`` and one wakeup of the peer instead of one each. Only
+        small requests are handled while a response waits (see :meth:`_serve`)."""
         self._outgoing.append((response, timing))
         self._outgoing_bytes += len(response)
         if len(self._outgoing) == 1:
