@@ -69,6 +69,9 @@ class FrameBufferPool:
         except BufferError:
             log.debug("a %d-byte receive buffer is still viewed: not reused", capacity)
             return
+        except (OSError, SystemError):  # no mremap on this system: nothing proves it unviewed
+            self._unmap(buffer)
+            return
         self._free.setdefault(capacity, []).append(buffer)
         self.retained += capacity
 

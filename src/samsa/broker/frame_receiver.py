@@ -33,6 +33,7 @@ the stream has lost its framing and the receiver must not be used again.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import struct
 
@@ -76,7 +77,8 @@ class Frame:
         data = self.data
         self.data = b""
         if isinstance(data, memoryview):
-            data.release()
+            with contextlib.suppress(BufferError):  # still exported: the pool sees it
+                data.release()
         assert self._pool is not None
         self._pool.give_back(buffer)
 
@@ -233,6 +235,7 @@ class FrameReceiver:
         self._large_received = 0
         self._start = self._end = 0
         if view is not None:
-            view.release()
+            with contextlib.suppress(BufferError):
+                view.release()
         if buffer is not None:
             self._pool.give_back(buffer)
