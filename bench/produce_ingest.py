@@ -8,17 +8,16 @@ broker's CPU (``/proc/<pid>/stat``, user + system) per GB and per million
 records, not the wall-clock rate. ``--strace`` attaches ``strace -c -f`` to the
 broker for the timed phase and prints the system calls per request (``mmap``,
 ``munmap``, ``brk`` show whether buffers are allocated per request);
-``--py-spy PATH`` samples the broker's thread for the timed phase and prints
+``--py-spy PATH`` samples the broker's threads for the timed phase and prints
 the lines where its samples are (self), the largest first.
 
-    python bench/produce_ingest.py --record-size 1024 --requests 600
-    python bench/produce_ingest.py --record-size 100 --requests 600 --strace
+    PYTHONPATH=src:. .venv/bin/python bench/produce_ingest.py --record-size 1024 --requests 800
+    PYTHONPATH=src:. .venv/bin/python bench/produce_ingest.py --record-size 100 --strace
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import shutil
 import signal
@@ -31,10 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.index import load_request_schema
-from kio.serial import entity_writer
+from tests.rawclient import recv_exactly, request_frame
 
-from samsa.protocol.build import build
 from samsa.records import RecordBatchBuilder
 from samsa.testing import start_broker
 
@@ -43,17 +40,9 @@ TOPIC = "ingest"
 
 
 def produce_frame(batch: bytes, acks: int, correlation_id: int) -> bytes:
-    request_cls = load_request_schema(0, PRODUCE_VERSION)
-    header_cls = request_cls.__header_schema__
-    out = io.BytesIO()
-    header = {"request_api_key": 0, "request_api_version": PRODUCE_VERSION,
-              "correlation_id": correlation_id, "client_id": "ingest"}  # fmt: skip
-    entity_writer(header_cls)(out, build(header_cls, header))
     body = {"acks": acks, "timeout": 30_000, "topic_data": [
         {"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}]}  # fmt: skip
-    entity_writer(request_cls)(out, build(request_cls, body))
-    payload = out.getvalue()
-    return struct.pack(">i", len(payload)) + payload
+    return request_frame(0, PRODUCE_VERSION, body, correlation_id, "ingest")
 
 
 def one_batch(record_size: int, batch_bytes: int) -> tuple[bytes, int]:
@@ -64,16 +53,6 @@ def one_batch(record_size: int, batch_bytes: int) -> tuple[bytes, int]:
         builder.append(value)
         count += 1
     return bytes(builder.build()), count
-
-
-def recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return bytes(data)
 
 
 def cpu_seconds(pid: int) -> tuple[float, float]:

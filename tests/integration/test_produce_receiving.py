@@ -9,7 +9,6 @@ read back with a real consumer and compared byte for byte.
 
 from __future__ import annotations
 
-import io
 import socket
 import struct
 import time
@@ -20,16 +19,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from tests.rawclient import read_response_with_id, request_frame
 
-from samsa.protocol.build import build
 from samsa.records import RecordBatchBuilder
 from samsa.testing import BrokerProcess, start_broker
 
 QUIET = {"log_level": 3}
 WAIT_S = 60.0
-PRODUCE_VERSION = 9
+PRODUCE, PRODUCE_VERSION = 0, 9
 
 
 @pytest.fixture(scope="module")
@@ -49,35 +46,14 @@ def batch(values: list[bytes]) -> bytes:
 
 
 def produce_frame(topic: str, records: bytes, correlation_id: int, acks: int = 1) -> bytes:
-    request_cls = load_request_schema(0, PRODUCE_VERSION)
-    header_cls = request_cls.__header_schema__
-    out = io.BytesIO()
-    header = {"request_api_key": 0, "request_api_version": PRODUCE_VERSION,
-              "correlation_id": correlation_id, "client_id": "receiving-test"}  # fmt: skip
-    entity_writer(header_cls)(out, build(header_cls, header))
     body = {"acks": acks, "timeout": 30_000, "topic_data": [
         {"name": topic, "partition_data": [{"index": 0, "records": records}]}]}  # fmt: skip
-    entity_writer(request_cls)(out, build(request_cls, body))
-    payload = out.getvalue()
-    return struct.pack(">i", len(payload)) + payload
-
-
-def recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, f"connection closed after {len(data)} of {size} bytes"
-        data += chunk
-    return bytes(data)
+    return request_frame(PRODUCE, PRODUCE_VERSION, body, correlation_id, "receiving-test")
 
 
 def read_produce_response(sock: socket.socket) -> tuple[int, Any]:
     """(correlation id, the one partition's response) of the next response on ``sock``."""
-    size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-    data = recv_exactly(sock, size)
-    correlation_id = struct.unpack_from(">i", data)[0]
-    response_cls = load_response_schema(0, PRODUCE_VERSION)
-    body, _ = entity_reader(response_cls)(data, 5)  # correlation id + empty tagged fields
+    correlation_id, body = read_response_with_id(sock, PRODUCE, PRODUCE_VERSION)
     return correlation_id, body.responses[0].partition_responses[0]
 
 
