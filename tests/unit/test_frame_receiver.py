@@ -7,8 +7,10 @@ many it wrote.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -77,27 +79,60 @@ def test_a_large_frame_split_into_tiny_reads_arrives_whole() -> None:
     assert contents(deliver(receiver, framed(body, b"x"), [1, 2, 3, 4096])) == [body, b"x"]
 
 
+def on_a_loop(scenario: Callable[[], None]) -> None:
+    """Run ``scenario`` on an event loop, as a connection runs (the pool sets timers)."""
+
+    async def run() -> None:
+        scenario()
+
+    asyncio.run(run())
+
+
 def test_released_large_frames_reuse_one_buffer_across_requests() -> None:
     pool = FrameBufferPool()
     receiver = new_receiver(pool)
-    for i in range(20):
-        body = bytes([i]) * (200_000 + i)
-        (frame,) = deliver(receiver, framed(body), [65536])
-        assert bytes(frame.data) == body
-        frame.release()
+
+    def scenario() -> None:
+        for i in range(20):
+            body = bytes([i]) * (200_000 + i)
+            (frame,) = deliver(receiver, framed(body), [65536])
+            assert bytes(frame.data) == body
+            frame.release()
+
+    on_a_loop(scenario)
     assert pool.created == 1
 
 
 def test_a_large_frame_still_viewed_after_release_is_not_reused() -> None:
     pool = FrameBufferPool()
     receiver = new_receiver(pool)
-    (first,) = deliver(receiver, framed(b"a" * 200_000), [65536])
-    kept = first.data[10:20]  # held past the request, against the rules
-    first.release()
-    (second,) = deliver(receiver, framed(b"b" * 200_000), [65536])
-    assert bytes(kept) == b"a" * 10
-    assert bytes(second.data) == b"b" * 200_000
+
+    def scenario() -> None:
+        (first,) = deliver(receiver, framed(b"a" * 200_000), [65536])
+        kept = first.data[10:20]  # held past the request, against the rules
+        first.release()
+        (second,) = deliver(receiver, framed(b"b" * 200_000), [65536])
+        assert bytes(kept) == b"a" * 10
+        assert bytes(second.data) == b"b" * 200_000
+
+    on_a_loop(scenario)
     assert pool.created == 2
+
+
+def test_free_buffers_are_unmapped_once_no_large_frame_came_for_a_while() -> None:
+    pool = FrameBufferPool(idle_release_s=0.01)
+    receiver = new_receiver(pool)
+
+    async def scenario() -> None:
+        (frame,) = deliver(receiver, framed(b"c" * 200_000), [65536])
+        frame.release()
+        assert pool.retained > 0
+        deadline = time.monotonic() + 30
+        while pool.retained and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
+    asyncio.run(scenario())
+    assert pool.retained == 0
 
 
 def test_an_oversized_frame_is_refused_from_its_prefix_before_any_buffer_is_taken() -> None:
