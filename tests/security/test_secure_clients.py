@@ -256,3 +256,29 @@ def test_the_tools_take_security_settings_from_a_command_config_file(
     refused = topics("--list")
     assert refused.returncode == 1
     assert "SASL_AUTHENTICATION_FAILED" in refused.stderr
+
+
+@pytest.mark.parametrize(("name", "listener", "settings"), SETTINGS[:3], ids=IDS[:3])
+def test_produce_requests_larger_than_the_read_buffer_arrive_intact_over_tls(
+    secure_broker: SecureBroker, name: str, listener: str, settings: dict[str, str]
+) -> None:
+    config = rdkafka_config(secure_broker, listener, settings)
+    topic = topic_for("large-requests", name)
+    sent = [bytes([i % 251]) * 1000 + i.to_bytes(4, "big") for i in range(3000)]
+    # Requests of ~1 MB, each received into a buffer of its own through the TLS transport.
+    producer = confluent_kafka.Producer({**config, "linger.ms": 200, "batch.size": 1_000_000})
+    for value in sent:
+        producer.produce(topic, value, partition=0)
+    assert producer.flush(60) == 0
+    consumer = confluent_kafka.Consumer(
+        {**config, "group.id": topic, "auto.offset.reset": "earliest"}
+    )
+    consumer.subscribe([topic])
+    read: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(read) < len(sent) and time.monotonic() < deadline:
+        for message in consumer.consume(1000, 0.5):
+            if message.error() is None:
+                read.append(message.value())
+    consumer.close()
+    assert read == sent

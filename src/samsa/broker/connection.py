@@ -1,8 +1,14 @@
 """One client connection: frames in, handled one at a time, responses out in order.
 
-A connection splits its byte stream into frames (checked against
-``socket.request.max.bytes`` before any allocation), handles them one at a
-time, and writes responses in request order. A malformed frame, an unknown API
+A connection receives its byte stream in place (an ``asyncio.BufferedProtocol``:
+the kernel writes into buffers :class:`~samsa.broker.frame_receiver.FrameReceiver`
+hands out, a large frame straight into a pooled buffer of its own), splits it
+into frames (checked against ``socket.request.max.bytes`` before any
+allocation), handles them one at a time, and writes responses in request order.
+A Produce request's records are handed to the log as views of the received
+bytes (:mod:`samsa.protocol.produce_request`); the frame's buffer is reused
+once the request has been handled. Responses ready together (pipelined
+requests handled without a pause) go out in one write. A malformed frame, an unknown API
 key or version, or a body that does not parse closes that connection and
 nothing else. A handler that raises gets its request answered with an error
 (see :meth:`Connection._handler_failed`). Record data of a Fetch goes from the
@@ -50,9 +56,11 @@ from samsa.broker.api import (
 )
 from samsa.broker.authorizer import Authorizer, current_authorizer
 from samsa.broker.config import BrokerConfig
+from samsa.broker.frame_buffers import FrameBufferPool
+from samsa.broker.frame_receiver import Frame, FrameReceiver
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.handlers.sasl import raw_token
-from samsa.broker.memory_pool import RequestMemoryPool, release_freed_memory
+from samsa.broker.memory_pool import RequestMemoryPool
 from samsa.broker.metrics.stats import RequestStats, RequestTiming, request_timing
 from samsa.broker.quota.loop_time import LoopTimed
 from samsa.broker.quota.manager import ClientQuotas, RequestThrottle, current_throttle
@@ -76,7 +84,8 @@ from samsa.protocol.codec import (
 )
 from samsa.protocol.error_response import error_response
 from samsa.protocol.fetch_response import with_throttle_time
-from samsa.protocol.framing import FrameDecoder, FrameError
+from samsa.protocol.framing import FrameError
+from samsa.protocol.produce_request import decode_produce_request
 from samsa.security.tls import TlsConfigError, distinguished_name
 
 log = logging.getLogger(__name__)
@@ -87,8 +96,8 @@ _MAX_QUEUED_FRAMES = 64
 _MAX_LATER_RESPONSES = 64
 _PLAINTEXT = ListenerSecurity("PLAINTEXT")
 _TLS_READ_CHUNK = 256 * 1024
-# A connection lost with this much of a frame received has its freed memory given back.
-_TRIM_AFTER_ABANDONED_BYTES = 1 << 20
+PRODUCE_KEY = 0
+_COALESCED_RESPONSE_BYTES = 64 * 1024
 
 
 class ConnectionHost(Protocol):
@@ -97,6 +106,7 @@ class ConnectionHost(Protocol):
     config: BrokerConfig
     registry: ApiRegistry
     memory_pool: RequestMemoryPool
+    frame_buffers: FrameBufferPool
     bad_request_log: RateLimitedLog
     handler_traceback_log: RateLimitedLog
     connection_log: RateLimitedLog
@@ -115,7 +125,7 @@ class ConnectionHost(Protocol):
     def connection_closed(self, connection: Connection) -> None: ...
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """One client connection: frames in, responses out, in order."""
 
     def __init__(
@@ -136,8 +146,8 @@ class Connection(asyncio.Protocol):
         max_frame = broker.config["socket.request.max.bytes"]
         if self.authenticator is not None:
             max_frame = min(max_frame, security.max_receive_size)
-        self.decoder = FrameDecoder(max_frame)
-        self.queue: asyncio.Queue[tuple[bytes, float]] = asyncio.Queue()
+        self.receiver = FrameReceiver(max_frame, broker.frame_buffers)
+        self.queue: asyncio.Queue[tuple[Frame, float]] = asyncio.Queue()
         """Frames received and not handled yet, with when each was complete."""
         self.transport: asyncio.Transport | None = None
         self.worker: asyncio.Task[None] | None = None
@@ -161,6 +171,9 @@ class Connection(asyncio.Protocol):
         )
         """Responses to write, in request order, once each is ready (see :class:`Deferred`)."""
         self._writer: asyncio.Task[None] | None = None
+        self._outgoing: list[tuple[bytes, RequestTiming]] = []
+        """Responses written on the loop's next turn, together (see :meth:`_send`)."""
+        self._outgoing_bytes = 0
         self._close_after_write = False
         self._unmuted_at = 0.0
         """Loop time until which a throttled client's requests wait (0: not throttled)."""
@@ -198,9 +211,12 @@ class Connection(asyncio.Protocol):
         if idle_s is not None:
             self._idle_timer = loop.call_later(idle_s, self._check_idle)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.receiver.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            frames = self.decoder.feed(data)
+            frames = self.receiver.received(nbytes)
         except FrameError as exc:
             self.broker.bad_request_log.log(
                 logging.WARNING, "closing connection from %s: %s", self.peer, exc
@@ -216,8 +232,8 @@ class Connection(asyncio.Protocol):
             self._paused = True
             self._update_reading()
 
-    def _account(self, frames: list[bytes]) -> None:
-        """Reserve memory for what ``data_received`` just took in (``queued.max.request.bytes``):
+    def _account(self, frames: list[Frame]) -> None:
+        """Reserve memory for what ``buffer_updated`` just took in (``queued.max.request.bytes``):
         the frames completed by it, and the declared size of the frame it started."""
         pool = self.broker.memory_pool
         for frame in frames:
@@ -227,7 +243,7 @@ class Connection(asyncio.Protocol):
                 pool.add(len(frame))
                 self._reserved += len(frame)
         if (
-            self.decoder.frame_size >= 0
+            self.receiver.frame_size >= 0
             and not self._in_progress_reserved
             and not self._reserve_in_progress()
         ):
@@ -236,7 +252,7 @@ class Connection(asyncio.Protocol):
             pool.wait(self._retry_reservation)
 
     def _reserve_in_progress(self) -> bool:
-        size = self.decoder.frame_size
+        size = self.receiver.frame_size
         if not self.broker.memory_pool.try_reserve(size):
             return False
         self._reserved += size
@@ -248,7 +264,7 @@ class Connection(asyncio.Protocol):
         if self._lost:
             return True
         if (
-            self.decoder.frame_size >= 0
+            self.receiver.frame_size >= 0
             and not self._in_progress_reserved
             and not self._reserve_in_progress()
         ):
@@ -312,19 +328,19 @@ class Connection(asyncio.Protocol):
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
-        # A large frame cut off midway leaves its pieces spread through the heap.
-        abandoned = self.decoder.buffered
-        self.decoder.clear()
+        self.receiver.clear()
+        self._outgoing.clear()
+        while not self.queue.empty():
+            self.queue.get_nowait()[0].release()
         self._lost = True  # from here on, releases by the cancelled worker are no-ops
         if self.broker.memory_pool.bounded:
             self.broker.memory_pool.forget(self._retry_reservation)
             reserved, self._reserved = self._reserved, 0
             self.broker.memory_pool.release(reserved)
-        if abandoned >= _TRIM_AFTER_ABANDONED_BYTES:
-            release_freed_memory()
 
     def close(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
+            self._flush()
             self.transport.close()
 
     async def _serve(self) -> None:
@@ -344,11 +360,18 @@ class Connection(asyncio.Protocol):
                 if self._paused and self.queue.qsize() < _MAX_QUEUED_FRAMES // 2:
                     self._paused = False
                     self._update_reading()
+                if self._outgoing and len(frame) > _COALESCED_RESPONSE_BYTES:
+                    self._flush()  # a large request takes a while: earlier answers go first
                 throttle = RequestThrottle(len(frame))
                 current_throttle.set(throttle)
                 timing = RequestTiming(arrived, time.monotonic())
                 request_timing.set(timing)
-                response = await self._handle(frame, timing)
+                try:
+                    response = await self._handle(frame, timing)
+                finally:
+                    # Handled: nothing reads the frame's bytes again (the log has written
+                    # what it keeps), so its buffer may take the next request.
+                    frame.release()
                 if throttle.ms > 0:
                     loop = asyncio.get_running_loop()
                     self._unmuted_at = loop.time() + throttle.ms / 1000
@@ -370,8 +393,11 @@ class Connection(asyncio.Protocol):
                     continue
                 if self.transport is None or self.transport.is_closing():
                     return
-                await self._write(response)
-                self.broker.request_stats.record(timing, time.monotonic())
+                if isinstance(response, bytes):
+                    self._send(response, timing)
+                else:
+                    await self._write(response)
+                    self.broker.request_stats.record(timing, time.monotonic())
                 if self._close_after_write:
                     self.close()
                     return
@@ -419,8 +445,40 @@ class Connection(asyncio.Protocol):
         )  # fmt: skip
         self.close()
 
+    def _send(self, response: bytes, timing: RequestTiming) -> None:
+        """Write a response when this task next yields to the loop, together with the
+        responses to the requests it handles before that (pipelined requests already
+        received): one ``writev`` and one wakeup of the peer instead of one each. Only
+        small requests are handled while a response waits (see :meth:`_serve`)."""
+        self._outgoing.append((response, timing))
+        self._outgoing_bytes += len(response)
+        if len(self._outgoing) == 1:
+            asyncio.get_running_loop().call_soon(self._flush)
+        elif self._outgoing_bytes >= _COALESCED_RESPONSE_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Write the responses :meth:`_send` holds (before anything else is written)."""
+        outgoing = self._outgoing
+        if not outgoing:
+            return
+        self._outgoing = []
+        self._outgoing_bytes = 0
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if len(outgoing) == 1:
+            transport.write(outgoing[0][0])
+        else:
+            transport.writelines([response for response, _ in outgoing])
+        now = time.monotonic()
+        record = self.broker.request_stats.record
+        for _, timing in outgoing:
+            record(timing, now)
+
     async def _write(self, response: bytes | RawResponse) -> None:
         assert self.transport is not None
+        self._flush()
         if isinstance(response, RawResponse):
             await self._write_chunks(response.chunks)
         else:
@@ -534,14 +592,15 @@ class Connection(asyncio.Protocol):
             loop.remove_writer(self._watch_fd)
 
     async def _handle(
-        self, frame: bytes, timing: RequestTiming
+        self, frame: Frame, timing: RequestTiming
     ) -> bytes | RawResponse | asyncio.Future[bytes | RawResponse | None] | None:
+        data = frame.data
         authenticator = self.authenticator
         if authenticator is not None and authenticator.raw_tokens:
             timing.api_key, timing.api_version = SASL_AUTHENTICATE, 0  # a bare SASL token
-            return await self._raw_sasl_token(authenticator, frame)
+            return await self._raw_sasl_token(authenticator, bytes(data))
         try:
-            api_key, api_version, correlation_id = peek_header(frame)
+            api_key, api_version, correlation_id = peek_header(data)
         except RequestDecodeError as exc:
             raise _CloseConnection(str(exc)) from exc
         timing.api_key, timing.api_version = api_key, api_version
@@ -559,10 +618,14 @@ class Connection(asyncio.Protocol):
                 return encode_response(correlation_id, unsupported_version_response(registry))
             raise _CloseConnection(f"API key {api_key} version {api_version} is not served")
         self.broker.load_schemas(api_key, api_version)
-        try:
-            header, body = decode_request(frame)
-        except RequestDecodeError as exc:
-            raise _CloseConnection(f"unparseable request (key {api_key}): {exc}") from exc
+        # Produce: the records stay in the received buffer, where the log assigns offsets.
+        decoded = decode_produce_request(data) if api_key == PRODUCE_KEY else None
+        if decoded is None:
+            try:
+                decoded = decode_request(data if isinstance(data, bytes) else bytes(data))
+            except RequestDecodeError as exc:
+                raise _CloseConnection(f"unparseable request (key {api_key}): {exc}") from exc
+        header, body = decoded
         handler = registry.handler_for(api_key, api_version)
         assert handler is not None
         quotas = self.broker.client_quotas
@@ -604,7 +667,7 @@ class Connection(asyncio.Protocol):
         if authenticator.principal is not None and authenticator.principal != self.principal:
             self.principal = authenticator.principal
             request_principal.set(self.principal)
-            self.decoder.max_frame_size = self.broker.config["socket.request.max.bytes"]
+            self.receiver.max_frame_size = self.broker.config["socket.request.max.bytes"]
 
     async def _raw_sasl_token(self, authenticator: SaslAuthenticator, frame: bytes) -> bytes:
         """A bare SASL token (after SaslHandshake v0) answered with a bare frame."""

@@ -38,6 +38,7 @@ from samsa.broker.authorizer import Authorizer, parse_super_users
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.connection import Connection
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
+from samsa.broker.frame_buffers import FrameBufferPool
 from samsa.broker.handlers import Services, register_all
 from samsa.broker.handlers.elections import ElectionResults, single_node_elections
 from samsa.broker.handlers.reassignments import single_node_reassignments
@@ -277,6 +278,7 @@ class Broker:
         self.connection_log = RateLimitedLog(log, interval_s=60.0, burst=10)
         self.quotas = ConnectionQuotas(config["max.connections"], config["max.connections.per.ip"])
         self.memory_pool = RequestMemoryPool(config["queued.max.request.bytes"])
+        self.frame_buffers = FrameBufferPool()
         idle_ms = config["connections.max.idle.ms"]
         self.connections_max_idle_s: float | None = idle_ms / 1000 if idle_ms >= 0 else None
         self._accepting: set[asyncio.Task[Any]] = set()

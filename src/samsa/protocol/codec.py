@@ -69,7 +69,7 @@ _HEADER = struct.Struct(">hhih")
 _INT32 = struct.Struct(">i")  # the size prefix and the response header's correlation id
 
 
-def peek_header(frame: bytes) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """Return ``(api_key, api_version, correlation_id)`` from a frame's first 8 bytes.
 
     Works for any API key and version, so a broker can still answer (or log) a request

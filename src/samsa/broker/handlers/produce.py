@@ -66,21 +66,24 @@ API_KEY = 0
 WRITE, TOPIC = AclOperation.WRITE, ResourceType.TOPIC
 
 
-def _one_batch(records: Any) -> bytes:
+def _one_batch(records: Any) -> bytes | memoryview:
+    """The partition's one batch, as received: a writable view of the request's frame when
+    the connection has one (the log then assigns offsets in it), else bytes (copied once
+    by the log)."""
     if not records:
         raise InvalidRecordError("produce request carries no record batch")
     batches = iter_batches(records)
     first = next(batches, None)
     if first is None or next(batches, None) is not None:
         raise InvalidRecordError("produce requests must carry exactly one record batch")
-    return bytes(records) if not isinstance(records, bytes) else records
+    return records if isinstance(records, bytes | memoryview) else bytes(records)
 
 
 CONVERT_INLINE_BYTES = 64 * 1024
 """Message sets larger than this are converted off the event loop (per-record work)."""
 
 
-async def _legacy_batch(records: Any) -> bytes:
+async def _legacy_batch(records: Any) -> bytes | memoryview:
     """Produce v0–2: a message set as one RecordBatch v2 (a v2 batch passes through)."""
     if not records or not is_message_set(records):
         return _one_batch(records)
@@ -131,7 +134,7 @@ def register(
                     batch = (
                         await _legacy_batch(data.records) if legacy else _one_batch(data.records)
                     )
-                    appended = await replicas.append(tp, bytearray(batch), required_acks=acks)
+                    appended = await replicas.append(tp, batch, required_acks=acks)
                     entry.update(
                         error_code=ErrorCode.NONE,
                         base_offset=appended.first_offset,
