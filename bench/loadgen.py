@@ -11,7 +11,12 @@ real ``samsa serve`` (127.0.0.1 port 0, a temporary data dir), and for every cas
   partition up to ``--max-processes``), ``acks=1`` or ``acks=all``, and waits for
   every delivery report;
 - consumes them from offset 0 with as many consumer processes;
-- deletes the topic (this VM's warm-memory limit: see RESULTS.md, storage section).
+- deletes the topic (this VM's warm-memory limit: see RESULTS.md, storage section);
+- produces the same records again to a new topic with ``loadgen --raw``: pre-encoded
+  Produce requests (one ~1 MB record batch each) replayed over one connection per
+  process, 8 in flight. The broker's work per request is the same as for librdkafka's
+  batches, the generator's close to nothing, so these runs show the broker's own
+  ceiling on this machine (100 B records cost librdkafka ~4x the broker's CPU).
 
 It reports throughput and, because the machine is shared and the two cores are
 contended, the CPU cost: broker CPU-seconds (user + system, ``/proc/<pid>/stat``,
@@ -183,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(default 2)")  # fmt: skip
     parser.add_argument("--acks", action="append", choices=["1", "all"], help="default: both")
     parser.add_argument("--repeat", type=int, help="rounds over all cases (default 2, quick 1)")
+    parser.add_argument("--no-raw", action="store_true",
+                        help="skip the produce runs replaying pre-encoded requests")  # fmt: skip
     parser.add_argument("--latency-rate", type=float, default=5000.0,
                         help="records/s of the latency case (0: skip it)")  # fmt: skip
     parser.add_argument("--latency-seconds", type=float, default=5.0)
@@ -230,6 +237,18 @@ def main(argv: list[str] | None = None) -> int:
                         runs.append(run(
                             binary, f"consume {size} B {partitions}p x{processes}",
                             ["consume", *common], broker,
+                        ))  # fmt: skip
+                        delete_topic(broker.bootstrap, topic)
+                        if args.no_raw:
+                            continue
+                        topic += "-raw"
+                        create_topic(broker.bootstrap, topic, partitions)
+                        wait_quiet(broker, args.quiet_wait)
+                        runs.append(run(
+                            binary, f"produce {size} B {partitions}p x{processes} acks={acks} raw",
+                            ["produce", "--raw", "-t", topic, "-P", str(processes),
+                             "-s", str(size), "-a", acks, "-n", str(n)],
+                            broker,
                         ))  # fmt: skip
                         delete_topic(broker.bootstrap, topic)
         if args.latency_rate > 0:

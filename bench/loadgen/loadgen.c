@@ -29,6 +29,9 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -38,6 +41,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +65,8 @@ struct options {
     double duration_s; /* 0: no limit (consume) */
     double rate; /* produce: total records/s; 0: as fast as possible */
     int broker_pid;
+    int raw; /* produce: pre-encoded Produce requests, no librdkafka */
+    int in_flight; /* raw: requests sent before waiting for a response */
     int nprops;
     char *props[MAX_PROPS]; /* "key=value", applied last */
 };
@@ -82,6 +88,7 @@ struct result { /* one per worker, in shared memory */
 
 static struct options opt = {
     .workers = 1, .size = 100, .acks = "1", .linger_ms = "10", .batch_bytes = "1000000",
+    .in_flight = 8,
 };
 
 static double now_s(void) {
@@ -327,6 +334,285 @@ flush:
     free(payload);
 }
 
+/* -- produce, raw ----------------------------------------------------------------------- */
+/*
+ * The cheapest client there can be: one Produce v3 request per partition, each carrying
+ * one record batch (magic 2, no compression, about --batch-bytes), encoded once and sent
+ * again and again on one TCP connection per worker, --in-flight requests at a time. The
+ * broker assigns offsets, so the same bytes append as new records every time; its work
+ * per request is what it is for any client's batch. Talks to the bootstrap broker only,
+ * which must lead every partition (a single-node broker). acks 1 or all.
+ */
+struct buffer {
+    unsigned char *data;
+    size_t len, cap;
+};
+
+static void put(struct buffer *b, const void *p, size_t n) {
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2;
+        b->data = realloc(b->data, b->cap);
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+static void put8(struct buffer *b, uint8_t v) { put(b, &v, 1); }
+static void put16(struct buffer *b, int16_t v) { uint16_t x = htons((uint16_t)v); put(b, &x, 2); }
+static void put32(struct buffer *b, int32_t v) { uint32_t x = htonl((uint32_t)v); put(b, &x, 4); }
+static void put64(struct buffer *b, int64_t v) {
+    put32(b, (int32_t)((uint64_t)v >> 32));
+    put32(b, (int32_t)(uint32_t)v);
+}
+static void put_varint(struct buffer *b, int64_t v) { /* zigzag */
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (z >= 0x80) {
+        put8(b, (uint8_t)(z | 0x80));
+        z >>= 7;
+    }
+    put8(b, (uint8_t)z);
+}
+static void put_string(struct buffer *b, const char *s) {
+    put16(b, (int16_t)strlen(s));
+    put(b, s, strlen(s));
+}
+static void set32(unsigned char *p, uint32_t v) { v = htonl(v); memcpy(p, &v, 4); }
+static uint32_t get32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return ntohl(v); }
+
+static uint32_t crc32c(const unsigned char *p, size_t n) {
+    static uint32_t table[256];
+    if (!table[1])
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+            table[i] = c;
+        }
+    uint32_t c = 0xFFFFFFFFu;
+    while (n--)
+        c = table[(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* One record batch of `count` records of `size` bytes; returns its bytes. */
+static struct buffer record_batch(int count, const char *value, long size) {
+    struct buffer b = {0};
+    int64_t now_ms = (int64_t)time(NULL) * 1000;
+    put64(&b, 0); /* base offset: the broker assigns it */
+    put32(&b, 0); /* batch length, below */
+    put32(&b, -1); /* partition leader epoch */
+    put8(&b, 2); /* magic */
+    put32(&b, 0); /* CRC, below */
+    put16(&b, 0); /* attributes: no compression, create time */
+    put32(&b, count - 1); /* last offset delta */
+    put64(&b, now_ms);
+    put64(&b, now_ms);
+    put64(&b, -1); /* producer id: not idempotent */
+    put16(&b, -1);
+    put32(&b, -1);
+    put32(&b, count);
+    struct buffer r = {0};
+    for (int i = 0; i < count; i++) {
+        r.len = 0;
+        put8(&r, 0); /* attributes */
+        put_varint(&r, 0); /* timestamp delta */
+        put_varint(&r, i); /* offset delta */
+        put_varint(&r, -1); /* no key */
+        put_varint(&r, size);
+        put(&r, value, (size_t)size);
+        put_varint(&r, 0); /* no headers */
+        put_varint(&b, (int64_t)r.len);
+        put(&b, r.data, r.len);
+    }
+    free(r.data);
+    set32(b.data + 8, (uint32_t)(b.len - 12));
+    set32(b.data + 17, crc32c(b.data + 21, b.len - 21));
+    return b;
+}
+
+static int16_t acks_value(void) {
+    if (!strcmp(opt.acks, "all") || !strcmp(opt.acks, "-1"))
+        return -1;
+    int a = atoi(opt.acks);
+    if (a != 1)
+        die("--raw takes acks 1 or all");
+    return (int16_t)a;
+}
+
+static int connect_bootstrap(void) {
+    char host[256];
+    snprintf(host, sizeof host, "%s", opt.bootstrap);
+    char *comma = strchr(host, ',');
+    if (comma)
+        *comma = 0;
+    char *colon = strrchr(host, ':');
+    if (!colon)
+        die("--bootstrap: expected HOST:PORT");
+    *colon = 0;
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
+    if (getaddrinfo(host, colon + 1, &hints, &ai))
+        die("cannot resolve %s", opt.bootstrap);
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen))
+        die("connect %s: %s", opt.bootstrap, strerror(errno));
+    freeaddrinfo(ai);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+static int write_all(int fd, const unsigned char *p, size_t n) {
+    while (n) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int read_all(int fd, unsigned char *p, size_t n) {
+    while (n) {
+        ssize_t k = read(fd, p, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Reads one Produce v3 response; returns its error code (or -1 on a broken connection). */
+static int read_produce_response(int fd, struct buffer *in, int32_t expected_correlation) {
+    unsigned char head[4];
+    if (read_all(fd, head, 4))
+        return -1;
+    size_t n = get32(head);
+    if (n > in->cap) {
+        in->cap = n;
+        in->data = realloc(in->data, n);
+    }
+    if (n < 8 || read_all(fd, in->data, n) || (int32_t)get32(in->data) != expected_correlation)
+        return -1;
+    /* correlation id, [topic: name, [partition, error_code, base_offset, log_append_time]] */
+    const unsigned char *p = in->data + 4;
+    if (get32(p) != 1)
+        return -1;
+    size_t name_len = (size_t)((p[4] << 8) | p[5]);
+    p += 6 + name_len;
+    if ((size_t)(p - in->data) + 4 + 4 + 2 > n || get32(p) != 1)
+        return -1;
+    return (int16_t)((p[8] << 8) | p[9]);
+}
+
+static void produce_raw_worker(int w, struct result *r, int ready_fd, int go_fd) {
+    /* Metadata through librdkafka: the partition count, and a check the topic exists. */
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    set(conf, "bootstrap.servers", opt.bootstrap);
+    rd_kafka_conf_set_log_cb(conf, log_cb);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!rk)
+        die("rd_kafka_new: %s", err);
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, opt.topic, NULL);
+    int partitions = opt.partitions ? opt.partitions : topic_partitions(rk, rkt, r);
+    rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    r->partitions = partitions;
+    r->failed = partitions <= 0 || r->errors;
+    int16_t acks = acks_value();
+
+    /* Records per batch: as many as fit in --batch-bytes (librdkafka's batch.size). */
+    long record_bytes = opt.size + 12;
+    int per_batch = (int)((atol(opt.batch_bytes) - 61) / record_bytes);
+    if (per_batch < 1)
+        per_batch = 1;
+    char *value = malloc((size_t)opt.size + 1);
+    for (long i = 0; i < opt.size; i++)
+        value[i] = (char)('a' + (i * 7 + w) % 26);
+    struct buffer batch = record_batch(per_batch, value, opt.size);
+    struct buffer *requests = calloc((size_t)(partitions > 0 ? partitions : 1), sizeof *requests);
+    for (int p = 0; p < partitions; p++) { /* size, header v1, Produce v3 body */
+        struct buffer *q = &requests[p];
+        put32(q, 0);
+        put16(q, 0); /* Produce */
+        put16(q, 3);
+        put32(q, 0); /* correlation id, set per send */
+        put_string(q, "samsa-loadgen");
+        put16(q, -1); /* no transactional id */
+        put16(q, acks);
+        put32(q, 30000);
+        put32(q, 1);
+        put_string(q, opt.topic);
+        put32(q, 1);
+        put32(q, p);
+        put32(q, (int32_t)batch.len);
+        put(q, batch.data, batch.len);
+        set32(q->data, (uint32_t)(q->len - 4));
+    }
+    long long quota_records = opt.records / opt.workers + (w < opt.records % opt.workers);
+    long long quota = opt.records ? (quota_records + per_batch - 1) / per_batch : 0;
+    int fd = r->failed ? -1 : connect_bootstrap();
+    struct buffer in = {0};
+
+    char c = 'r';
+    if (write(ready_fd, &c, 1) != 1)
+        die("write: %s", strerror(errno));
+    (void)!read(go_fd, &c, 1);
+    if (r->failed)
+        _exit(1);
+
+    own_cpu(&r->cpu_user_s, &r->cpu_sys_s);
+    r->start_s = now_s();
+    double deadline = opt.duration_s > 0 ? r->start_s + opt.duration_s : 0;
+    long long sent = 0, acked = 0;
+    uint64_t *stamps = calloc((size_t)opt.in_flight, sizeof *stamps);
+    for (;;) {
+        int more = (!opt.records || sent < quota) && !(deadline && now_s() >= deadline);
+        if (more && sent - acked < opt.in_flight) {
+            struct buffer *q = &requests[(sent + w) % partitions];
+            set32(q->data + 8, (uint32_t)sent); /* correlation id */
+            stamps[sent % opt.in_flight] = now_us();
+            if (write_all(fd, q->data, q->len)) {
+                note_error(r, "connection closed while sending");
+                break;
+            }
+            sent++;
+            continue;
+        }
+        if (acked == sent)
+            break;
+        int code = read_produce_response(fd, &in, (int32_t)acked);
+        if (code < 0) {
+            note_error(r, "connection closed or bad Produce response");
+            break;
+        }
+        if (code) {
+            char what[64];
+            snprintf(what, sizeof what, "Produce error code %d", code);
+            note_error(r, what);
+        } else {
+            r->records += per_batch;
+            r->bytes += (long long)per_batch * opt.size;
+            uint64_t t = now_us(), t0 = stamps[acked % opt.in_flight];
+            r->histogram[hist_index(t > t0 ? t - t0 : 0)] += (uint64_t)per_batch;
+        }
+        acked++;
+    }
+    r->end_s = now_s();
+    double u, s;
+    own_cpu(&u, &s);
+    r->cpu_user_s = u - r->cpu_user_s;
+    r->cpu_sys_s = s - r->cpu_sys_s;
+    r->expected = sent * per_batch;
+    close(fd);
+}
+
 /* -- consume ---------------------------------------------------------------------------- */
 static void consume_worker(int w, struct result *r, int ready_fd, int go_fd) {
     char err[512];
@@ -431,6 +717,8 @@ static void usage(void) {
           "  -d, --duration S     stop after S seconds\n"
           "  -r, --rate R         produce: records/s in total (default: as fast as possible)\n"
           "  -X key=value         a librdkafka property (repeatable, applied last)\n"
+          "  -R, --raw            produce: replay pre-encoded Produce v3 requests (no librdkafka)\n"
+          "  -I, --in-flight N    raw: requests in flight per worker (default 8)\n"
           "  --broker-pid PID     report that process's CPU over the measured window\n",
           stderr);
     exit(2);
@@ -444,6 +732,7 @@ static void parse(int argc, char **argv) {
         {"batch-bytes", required_argument, 0, 'B'}, {"partitions", required_argument, 0, 'p'},
         {"records", required_argument, 0, 'n'},   {"duration", required_argument, 0, 'd'},
         {"rate", required_argument, 0, 'r'},      {"broker-pid", required_argument, 0, 'K'},
+        {"raw", no_argument, 0, 'R'},             {"in-flight", required_argument, 0, 'I'},
         {0, 0, 0, 0}};
     if (argc < 2)
         usage();
@@ -453,7 +742,7 @@ static void parse(int argc, char **argv) {
         usage();
     int c;
     optind = 2;
-    while ((c = getopt_long(argc, argv, "b:t:P:s:a:l:B:p:n:d:r:X:", longs, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "b:t:P:s:a:l:B:p:n:d:r:X:RI:", longs, NULL)) != -1) {
         switch (c) {
         case 'b': opt.bootstrap = optarg; break;
         case 't': opt.topic = optarg; break;
@@ -467,6 +756,8 @@ static void parse(int argc, char **argv) {
         case 'd': opt.duration_s = atof(optarg); break;
         case 'r': opt.rate = atof(optarg); break;
         case 'K': opt.broker_pid = atoi(optarg); break;
+        case 'R': opt.raw = 1; break;
+        case 'I': opt.in_flight = atoi(optarg); break;
         case 'X':
             if (opt.nprops == MAX_PROPS)
                 die("too many -X");
@@ -481,6 +772,10 @@ static void parse(int argc, char **argv) {
         die("--processes must be 1..%d", MAX_WORKERS);
     if (opt.size < 0 || opt.partitions < 0 || opt.records < 0 || opt.rate < 0)
         die("negative argument");
+    if (opt.in_flight < 1)
+        die("--in-flight must be at least 1");
+    if (opt.raw && (!opt.produce || opt.rate > 0))
+        die("--raw is for produce, without --rate");
     if (opt.produce && !opt.records && opt.duration_s <= 0)
         die("produce needs --records or --duration");
 }
@@ -518,7 +813,9 @@ int main(int argc, char **argv) {
             close(ready[0]);
             close(go[1]);
             close(done[0]);
-            if (opt.produce)
+            if (opt.produce && opt.raw)
+                produce_raw_worker(w, &results[w], ready[1], go[0]);
+            else if (opt.produce)
                 produce_worker(w, &results[w], ready[1], go[0]);
             else
                 consume_worker(w, &results[w], ready[1], go[0]);
@@ -586,8 +883,10 @@ int main(int argc, char **argv) {
     if (opt.produce) {
         printf(", \"record_size\": %ld, \"acks\": ", opt.size);
         json_string(opt.acks);
-        printf(", \"linger_ms\": %s, \"batch_bytes\": %s, \"rate\": %.0f", opt.linger_ms,
-               opt.batch_bytes, opt.rate);
+        printf(", \"linger_ms\": %s, \"batch_bytes\": %s, \"rate\": %.0f, \"raw\": %s",
+               opt.linger_ms, opt.batch_bytes, opt.rate, opt.raw ? "true" : "false");
+        if (opt.raw)
+            printf(", \"in_flight\": %d", opt.in_flight);
     }
     printf(", \"records\": %lld, \"expected\": %lld, \"bytes\": %lld, \"errors\": %lld", records,
            expected, bytes, errors);
