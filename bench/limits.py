@@ -14,7 +14,8 @@ with no Kafka in the way:
   rate with an ``fsync`` at the end is printed too (the disk itself).
 
 Each runs ``--repeat`` times; the median and the range are printed, with the CPU
-seconds of both processes per GB (user + system, from ``resource.getrusage``).
+seconds per GB (user + system, from ``resource.getrusage``) of both processes and of
+the sending one alone (the broker's end: it receives a produce, it sends a fetch).
 1 GB = 10^9 B. Keep the written volume under this VM's warm-memory limit (see
 RESULTS.md, storage section): 256 MiB per file by default.
 
@@ -51,6 +52,7 @@ class Sample:
     bytes: int
     seconds: float
     cpu_s: float  # both processes, user + system
+    sender_cpu_s: float  # the writing or sending process alone
 
     @property
     def gb_per_s(self) -> float:
@@ -95,7 +97,7 @@ def blast(total: int, send: Callable[[socket.socket], None], name: str) -> Sampl
             sender_cpu = cpu_now() - cpu0
             timed, seconds, receiver_cpu = ours.recv()
         child.join()
-    return Sample(name, timed, seconds, sender_cpu + receiver_cpu)
+    return Sample(name, timed, seconds, sender_cpu + receiver_cpu, sender_cpu)
 
 
 def loopback(total: int) -> Sample:
@@ -139,7 +141,7 @@ def write_file(path: Path, total: int) -> tuple[Sample, float]:
         with_fsync = time.perf_counter() - t0
     finally:
         os.close(fd)
-    return Sample("raw write", written, seconds, cpu), written / with_fsync / 1e9
+    return Sample("raw write", written, seconds, cpu, cpu), written / with_fsync / 1e9
 
 
 def summary(samples: list[Sample]) -> dict[str, float]:
@@ -149,6 +151,7 @@ def summary(samples: list[Sample]) -> dict[str, float]:
         "gb_per_s_min": rates[0],
         "gb_per_s_max": rates[-1],
         "cpu_s_per_gb": statistics.median(s.cpu_s_per_gb for s in samples),
+        "sender_cpu_s_per_gb": statistics.median(s.sender_cpu_s / (s.bytes / 1e9) for s in samples),
     }
 
 
@@ -192,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         work.rmdir()
     figures = {name: summary(runs) for name, runs in samples.items()}
     figures["raw write"]["gb_per_s_with_fsync"] = statistics.median(fsync_rates)
-    print(f"{'limit':<14} {'GB/s':>6}  {'range':<11}  {'CPU-s/GB':>8}  note")
+    print(f"{'limit':<14} {'GB/s':>6}  {'range':<11}  {'CPU-s/GB':>8}  {'sender':>6}  note")
     notes = {
         "loopback copy": "1 MiB sendall -> recv_into, two processes, CPU of both",
         "sendfile": f"{file_bytes >> 20} MiB hot file -> loopback socket -> recv_into",
@@ -203,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         span = f"{fig['gb_per_s_min']:.2f}-{fig['gb_per_s_max']:.2f}"
         print(
             f"{name:<14} {fig['gb_per_s']:>6.2f}  {span:<11}  "
-            f"{fig['cpu_s_per_gb']:>8.3f}  {notes[name]}"
+            f"{fig['cpu_s_per_gb']:>8.3f}  {fig['sender_cpu_s_per_gb']:>6.3f}  {notes[name]}"
         )
     print(f"load average before: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; commit {commit()}")
     if args.json:
