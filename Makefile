@@ -106,7 +106,7 @@ TEST_WORKERS ?= 2
 test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA)
 	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
-test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA)
+test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(RDKAFKA_DEV)
 	$(BIN)/pytest -m slow -q
 
 bench: $(STAMP) $(RDKAFKA_DEV)
