@@ -278,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     by_case: dict[str, list[Run]] = {}
-    for r in runs:
-        by_case.setdefault(r.case, []).append(r)
+    for one in runs:
+        by_case.setdefault(one.case, []).append(one)
     for case, group in by_case.items():
         print(
             f"{case:<34} {median(group, 'rate'):>11,.0f} {median(group, 'mbs'):>7.1f}  "
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         record = {
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "load_average": {"start": load0, "end": load1},
-            "runs": [{"case": r.case, "load": r.load, **r.data} for r in runs],
+            "runs": [{"case": one.case, "load": one.load, **one.data} for one in runs],
         }
         args.json.write_text(json.dumps(record, indent=2) + "\n")
     return 0
