@@ -637,7 +637,8 @@ static void consume_worker(int w, struct result *r, int ready_fd, int go_fd) {
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(rk, opt.topic, NULL);
     int partitions = opt.partitions ? opt.partitions : topic_partitions(rk, rkt, r);
     r->partitions = partitions;
-    rd_kafka_topic_partition_list_t *mine = rd_kafka_topic_partition_list_new(partitions > 0 ? partitions : 1);
+    rd_kafka_topic_partition_list_t *mine =
+        rd_kafka_topic_partition_list_new(partitions > 0 ? partitions : 1);
     for (int p = w; p < partitions; p += opt.workers) {
         int64_t low, high;
         rd_kafka_resp_err_t e =
