@@ -10,6 +10,7 @@ ZK     := $(VENV)/.zookeeper
 CHROMIUM := $(VENV)/.chromium
 SARAMA := $(VENV)/.sarama
 KAFKAJS := $(VENV)/.kafkajs
+RDKAFKA_DEV := $(VENV)/.librdkafka-dev
 
 .PHONY: run cluster faults console test test-slow lint bench pipeline clean
 
@@ -66,6 +67,15 @@ $(KAFKAJS): $(STAMP) tests/integration/kafkajs/package-lock.json
 	cd tests/integration/kafkajs && npm ci --no-audit --no-fund --loglevel=error
 	touch $(KAFKAJS)
 
+# bench/loadgen.py builds its C load generator on librdkafka's headers (Debian's
+# librdkafka-dev) with gcc; only the benchmarks need it.
+$(RDKAFKA_DEV): $(STAMP)
+	@test -f /usr/include/librdkafka/rdkafka.h && command -v gcc >/dev/null 2>&1 || { \
+	  echo "installing librdkafka-dev and gcc (Debian packages)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq librdkafka-dev gcc make; }
+	touch $(RDKAFKA_DEV)
+
 # samsa.spark: the spark extra (pyspark builds from an sdist, about a minute) and a
 # Java 17+ runtime for Spark's JVM (Debian's openjdk-17-jre-headless when missing).
 $(SPARK): $(STAMP)
@@ -107,11 +117,12 @@ TEST_WORKERS ?= 2
 test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS)
 	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
-test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS)
+test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(RDKAFKA_DEV)
 	$(BIN)/pytest -m slow -q
 
-bench: $(STAMP)
+bench: $(STAMP) $(RDKAFKA_DEV)
 	$(BIN)/python bench/storage_bench.py && $(BIN)/python bench/txn_bench.py && $(BIN)/python bench/group_bench.py && $(BIN)/python bench/client_bench.py
+	$(BIN)/python bench/limits.py && $(BIN)/python bench/loadgen.py
 
 # The click-events pipeline: a broker, a generator and a Spark Structured Streaming job.
 pipeline: $(SPARK)
