@@ -288,6 +288,9 @@ class Partition:
         the records below it): NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
         below ``min.insync.replicas`` meanwhile, REQUEST_TIMED_OUT after ``timeout_s``, or
         NOT_LEADER_OR_FOLLOWER if leadership moved on first."""
+        done = self.acks_done(required_offset)
+        if done is not None:
+            return done
         if self.log.high_watermark < required_offset:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._acks.append((required_offset, future))
@@ -297,6 +300,16 @@ class Partition:
                 return ErrorCode.REQUEST_TIMED_OUT
             except NotLeaderOrFollowerError:
                 return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if len(self.isr) < self.log.config.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
+    def acks_done(self, required_offset: int) -> ErrorCode | None:
+        """What :meth:`wait_for_acks` would answer at once, or None if it would wait (the
+        high watermark is below ``required_offset``): an append the ISR already holds —
+        always, on a partition with no other replica in its ISR — needs no waiting."""
+        if self.log.high_watermark < required_offset:
+            return None
         if len(self.isr) < self.log.config.min_insync_replicas:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
