@@ -177,20 +177,28 @@ def scrape(url: str) -> dict[str, float]:
 
 
 class NoiseProbe:
-    """Sleeps 1 ms at a time; records how late each wake-up was (ms), by second."""
+    """Sleeps 1 ms at a time and records how late each wake-up was (ms); with a
+    ``write_to`` path, also times a 1 KiB ``pwrite`` appended to that file every 2 ms
+    (the broker's append into the page cache, on the same file system)."""
 
-    def __init__(self) -> None:
+    def __init__(self, write_to: Path | None = None) -> None:
         self.late: list[tuple[int, float]] = []
+        self.writes: list[tuple[int, float]] = []
+        self._write_to = write_to
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._threads = [threading.Thread(target=self._run, daemon=True)]
+        if write_to is not None:
+            self._threads.append(threading.Thread(target=self._write, daemon=True))
 
     def start(self) -> NoiseProbe:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -198,6 +206,20 @@ class NoiseProbe:
             time.sleep(0.001)
             after = time.monotonic_ns()
             self.late.append((after, (after - before) / 1e6 - 1.0))
+
+    def _write(self) -> None:
+        assert self._write_to is not None
+        fd = os.open(self._write_to, os.O_CREAT | os.O_WRONLY, 0o644)
+        block, position = b"w" * SIZE, 0
+        try:
+            while not self._stop.wait(0.002):
+                before = time.monotonic_ns()
+                os.pwrite(fd, block, position)
+                after = time.monotonic_ns()
+                position += SIZE
+                self.writes.append((after, (after - before) / 1e6))
+        finally:
+            os.close(fd)
 
 
 def pct(ordered: list[float], q: float) -> float:
@@ -357,7 +379,7 @@ def parent(args: argparse.Namespace) -> int:
             cpu_before = [cpu_s(p) for p in pids]
             client_cpu_before = [cpu_s(consumer.pid), cpu_s(producer.pid)]
             load_before = loadavg()
-            probe = NoiseProbe().start()
+            probe = NoiseProbe(tmp / "write-probe").start()
             started = time.monotonic_ns()
             if args.py_spy:
                 spy = subprocess.Popen(
@@ -414,9 +436,14 @@ def parent(args: argparse.Namespace) -> int:
     print(f"  noise probe, 1 ms sleeps late by (ms): p50 {pct(all_noise, 0.5):.2f}  "
           f"p99 {pct(all_noise, 0.99):.2f}  p99.9 {pct(all_noise, 0.999):.2f}  "
           f"max {all_noise[-1] if all_noise else float('nan'):.2f}")  # fmt: skip
+    writes = sorted(took for _, took in probe.writes)
+    print(f"  write probe, 1 KiB pwrite every 2 ms next to the log (ms): p50 "
+          f"{pct(writes, 0.5):.3f}  p99 {pct(writes, 0.99):.2f}  p99.9 {pct(writes, 0.999):.2f}  "
+          f"max {writes[-1] if writes else float('nan'):.2f}")  # fmt: skip
     print(f"  load average before {load_before}, after {load_after}")
-    print(f"  broker CPU-s {', '.join(f'{c:.1f}' for c in cpu)}; consumer CPU-s "
-          f"{client_cpu[0]:.1f}")  # fmt: skip
+    per_record = sum(cpu) / max(args.rate * args.seconds, 1) * 1e6
+    print(f"  broker CPU-s {', '.join(f'{c:.1f}' for c in cpu)} ({per_record:.0f} µs per record, "
+          f"all brokers); consumer CPU-s {client_cpu[0]:.1f}")  # fmt: skip
     for index, (before, after) in enumerate(zip(metrics_before, metrics_after, strict=True)):
         print(f"  broker {index + 1}: {broker_line(before, after, args.stall_ms)}")
     for line in stacks:
