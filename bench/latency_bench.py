@@ -259,7 +259,8 @@ def start_brokers(args: argparse.Namespace, tmp: Path) -> tuple[Any, list[Any]]:
     return cluster, list(cluster.brokers.values())
 
 
-def create_topic(bootstrap: str, rf: int) -> None:
+def create_topic(bootstrap: str, rf: int) -> int:
+    """Create the topic; the id of its leader once every replica is in sync."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
@@ -270,7 +271,7 @@ def create_topic(bootstrap: str, rf: int) -> None:
         meta = admin.list_topics(TOPIC, timeout=10).topics[TOPIC]
         parts = meta.partitions
         if meta.error is None and parts and parts[0].leader >= 0 and len(parts[0].isrs) == rf:
-            return
+            return int(parts[0].leader)
         time.sleep(0.1)
     raise RuntimeError(f"{TOPIC} has no leader with a full ISR after 30 s")
 
@@ -331,7 +332,9 @@ def stall_stacks(brokers: list[Any], since: list[int], limit: int = 5) -> list[s
     return found
 
 
-def plot(path: Path, per_second: list[dict[str, float]], title: str) -> None:
+def plot(
+    path: Path, per_second: list[dict[str, float]], title: str, targets: dict[str, float]
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -341,6 +344,10 @@ def plot(path: Path, per_second: list[dict[str, float]], title: str) -> None:
     seconds = list(range(len(per_second)))
     for name in ("p50", "p90", "p99", "p99.9", "max"):
         axis.plot(seconds, [row[name] for row in per_second], label=name, linewidth=1.2)
+    for name, value in targets.items():
+        axis.axhline(value, color="grey", linestyle="--", linewidth=0.8)
+        axis.annotate(f"target {name} {value:g} ms", (0, value), fontsize=7, color="grey",
+                      xytext=(2, 2), textcoords="offset points")  # fmt: skip
     axis.set_yscale("log")
     axis.set_xlabel("second of the run")
     axis.set_ylabel("end-to-end latency (ms)")
@@ -361,7 +368,7 @@ def parent(args: argparse.Namespace) -> int:
         children: list[subprocess.Popen[str]] = []
         try:
             bootstrap = owner.bootstrap
-            create_topic(bootstrap, args.rf)
+            leader = create_topic(bootstrap, args.rf)
             for broker in brokers:  # the first scrape imports and builds what metrics need
                 scrape(broker.metrics_url)
             total = int(args.rate * (args.seconds + args.warmup))
@@ -384,7 +391,7 @@ def parent(args: argparse.Namespace) -> int:
             if args.py_spy:
                 spy = subprocess.Popen(
                     [args.py_spy, "record", "--nonblocking", "-r", "250",
-                     "-d", str(int(args.seconds)), "-p", str(pids[0]), "-f", "raw",
+                     "-d", str(int(args.seconds)), "-p", str(pids[max(leader - 1, 0)]), "-f", "raw",
                      "-o", args.py_spy_out],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
@@ -460,6 +467,7 @@ def parent(args: argparse.Namespace) -> int:
             e2e_seconds,
             f"samsa end-to-end latency, {args.rate}/s x 1 KiB, acks=all, RF {args.rf} "
             f"(load {load_before})",
+            {"p99": 2.0, "p99.9": 5.0} if args.rf == 1 else {"p99": 5.0},
         )
         print(f"  plot: {args.plot}")
     if args.json:
@@ -473,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=5000)
     parser.add_argument("--seconds", type=float, default=30.0, help="measured seconds")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds sent, not measured")
-    parser.add_argument("--py-spy", help="py-spy binary: sample broker 1 over the measured time")
+    parser.add_argument("--py-spy", help="py-spy binary: sample the leader over the measured time")
     parser.add_argument("--py-spy-out", default="/tmp/latency-broker.txt")
     parser.add_argument("--linger-ms", type=float, default=0)
     parser.add_argument("--fetch-wait-max-ms", type=int, default=500)
