@@ -181,7 +181,10 @@ def register(
         replicating: list[tuple[dict[str, Any], Awaitable[ErrorCode]]],
         throttle_ms: int,
     ) -> Any:
-        codes = await asyncio.gather(*(wait for _, wait in replicating))
+        if len(replicating) == 1:  # the usual case: awaited as it is, no task and no gather
+            codes = [await replicating[0][1]]
+        else:
+            codes = list(await asyncio.gather(*(wait for _, wait in replicating)))
         for (entry, _), code in zip(replicating, codes, strict=True):
             if code:
                 _replication_failed(entry, code)
