@@ -369,6 +369,9 @@ def parent(args: argparse.Namespace) -> int:
         try:
             bootstrap = owner.bootstrap
             leader = create_topic(bootstrap, args.rf)
+            for broker in brokers:  # an experiment: does the tail go with more CPU priority?
+                if args.broker_nice:
+                    os.setpriority(os.PRIO_PROCESS, broker.process.pid, args.broker_nice)
             for broker in brokers:  # the first scrape imports and builds what metrics need
                 scrape(broker.metrics_url)
             total = int(args.rate * (args.seconds + args.warmup))
@@ -433,7 +436,8 @@ def parent(args: argparse.Namespace) -> int:
     print(f"latency, {args.rate}/s x {SIZE} B for {args.seconds:.0f} s, acks=all, "
           f"replication factor {args.rf}, linger.ms={args.linger_ms}, "
           f"fetch.wait.max.ms={args.fetch_wait_max_ms}, fetch.min.bytes=1, "
-          f"stall threshold {args.stall_ms} ms {' '.join(args.override)}")  # fmt: skip
+          f"stall threshold {args.stall_ms} ms, broker nice {args.broker_nice} "
+          f"{' '.join(args.override)}")  # fmt: skip
     print(f"  records: {total} sent ({len(e2e)} in the measured {args.seconds:.0f} s), "
           f"{len(acked)} acknowledged ({produced['error_count']} "
           f"errors {produced['errors'][:2]}), {len(received)} consumed")  # fmt: skip
@@ -487,6 +491,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fetch-wait-max-ms", type=int, default=500)
     parser.add_argument("--stall-ms", type=int, default=5)
     parser.add_argument("--override", action="append", default=[], help="broker setting k=v")
+    parser.add_argument("--broker-nice", type=int, default=0,
+                        help="set the brokers' nice value (negative: ahead of the machine's "
+                             "other work; needs root)")  # fmt: skip
     parser.add_argument("--plot", help="write a PNG of the per-second percentiles here")
     parser.add_argument("--json", help="write the raw latencies here")
     parser.add_argument("--role", choices=("producer", "consumer"), help=argparse.SUPPRESS)
