@@ -135,6 +135,30 @@ def _produce_frame(topic: str, value: bytes, acks: int, correlation_id: int) -> 
     }, correlation_id)  # fmt: skip
 
 
+def test_an_acks_all_produce_its_isr_holds_at_once_is_answered_behind_one_still_waiting(
+    patient_cluster: LocalCluster,
+) -> None:
+    cluster = patient_cluster
+    _create(cluster, "waits")
+    leader = cluster.wait_for_leader("waits")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    alone = NewTopic("alone", 1, replica_assignment=[[leader]])  # ISR: the leader alone
+    admin.create_topics([alone])["alone"].result(30)
+    cluster.wait_for_leader("alone")
+    for follower in (b for b in cluster.brokers if b != leader):
+        cluster.pause(follower)  # still in the ISR of "waits": acks=all waits for them
+    with socket.create_connection(("127.0.0.1", cluster.brokers[leader].port), 30) as sock:
+        sock.sendall(_produce_frame("waits", b"waits", -1, 1))
+        sock.sendall(_produce_frame("alone", b"at once", -1, 2))
+        first_id, first = read_response_with_id(sock, PRODUCE, 9)
+        second_id, second = read_response_with_id(sock, PRODUCE, 9)
+    waited, answered = (r.responses[0].partition_responses[0] for r in (first, second))
+    assert (first_id, second_id) == (1, 2)
+    assert waited.error_code == ErrorCode.REQUEST_TIMED_OUT
+    assert (answered.error_code, answered.base_offset) == (ErrorCode.NONE, 0)
+    assert [v for _, v in replica_records(cluster, leader, "alone", 0)] == [b"at once"]
+
+
 def test_an_acks_all_produce_waiting_for_replicas_does_not_hold_up_the_next_requests(
     patient_cluster: LocalCluster,
 ) -> None:

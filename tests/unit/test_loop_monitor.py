@@ -7,6 +7,7 @@ function that blocks the loop here, and thresholds leave room for scheduling."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 
@@ -67,3 +68,20 @@ def test_two_stalls_are_two_reports(caplog: pytest.LogCaptureFixture) -> None:
 def test_a_threshold_of_zero_switches_the_watchdog_off() -> None:
     monitor = asyncio.run(_watched(0.0, [0.2]))
     assert monitor.stalls == 0
+
+
+def test_garbage_collections_are_counted_and_timed_by_generation() -> None:
+    async def collect() -> LoopStallMonitor:
+        monitor = LoopStallMonitor(1.0)
+        monitor.start()
+        try:
+            gc.collect(2)
+            gc.collect(0)
+        finally:
+            monitor.stop()
+        return monitor
+
+    monitor = asyncio.run(collect())
+    assert monitor.gc_collections[2] >= 1 and monitor.gc_collections[0] >= 1
+    assert monitor.gc_seconds[2] > 0
+    assert monitor.longest_gc_s >= monitor.gc_seconds[2] / monitor.gc_collections[2]

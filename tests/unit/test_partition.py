@@ -83,6 +83,27 @@ def test_an_acks_all_append_completes_once_every_isr_member_has_it(
     asyncio.run(scenario())
 
 
+def test_acks_all_appends_complete_as_the_high_watermark_passes_each_whatever_order_they_wait_in(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async def scenario() -> None:
+        partition = _partition(tmp_path, clock)
+        _lead(partition, isr=(1, 2))
+        ends = [_append(partition, clock) for _ in range(6)]  # 1 … 6
+        order = [ends[4], ends[0], ends[5], ends[2], ends[1], ends[3]]
+        waiting = {end: asyncio.create_task(partition.wait_for_acks(end, 30)) for end in order}
+        timed_out = await partition.wait_for_acks(ends[1], 0.01)  # gone before the HW moves
+        await asyncio.sleep(0)
+        partition.record_follower_fetch(2, ends[2], NOW)  # HW 3
+        await asyncio.wait([waiting[end] for end in ends[:3]], timeout=20)
+        assert sorted(e for e, task in waiting.items() if task.done()) == ends[:3]
+        partition.record_follower_fetch(2, ends[5], NOW)  # HW 6
+        assert [await waiting[end] for end in ends] == [ErrorCode.NONE] * 6
+        assert timed_out == ErrorCode.REQUEST_TIMED_OUT
+
+    asyncio.run(scenario())
+
+
 def test_an_acks_all_append_times_out_when_a_follower_never_fetches(
     tmp_path: Path, clock: ManualClock
 ) -> None:

@@ -14,11 +14,18 @@ stalled over and over logs a few stacks a minute and counts the rest).
 The heartbeat is a float written by the loop thread and read by the watchdog:
 a torn read is impossible in CPython, and a stale one only delays a report by
 one tick. :attr:`stalls` and :attr:`longest_stall_s` count what was seen.
+
+A pass of Python's cyclic garbage collector stops every thread, the loop's
+too, and shows no stack of its own: the monitor also times each collection
+(``gc.callbacks``), by generation — :attr:`gc_collections`,
+:attr:`gc_seconds`, :attr:`longest_gc_s` — and a stall report says when a
+collection took part of it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import sys
 import threading
@@ -49,10 +56,20 @@ class LoopStallMonitor:
         self._window_start = 0.0
         self._reported_in_window = 0
         self._suppressed = 0
+        self.gc_collections = [0, 0, 0]
+        """Collections by generation since start."""
+        self.gc_seconds = [0.0, 0.0, 0.0]
+        """Time spent collecting, by generation."""
+        self.longest_gc_s = 0.0
+        self._gc_started = 0.0
+        self._gc_ended = 0.0
+        self._gc_last_s = 0.0
+        self._gc_last_generation = 0
 
     def start(self) -> None:
         if self.threshold_s <= 0 or self._thread is not None:
             return
+        gc.callbacks.append(self._on_gc)
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         self._beat = time.monotonic()
@@ -61,6 +78,8 @@ class LoopStallMonitor:
         self._thread.start()
 
     def stop(self) -> None:
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
         self._stopped.set()
         if self._timer is not None:
             self._timer.cancel()
@@ -73,6 +92,18 @@ class LoopStallMonitor:
         self._beat = time.monotonic()
         assert self._loop is not None
         self._timer = self._loop.call_later(self.threshold_s / 4, self._tick)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            self._gc_started = now
+            return
+        took = now - self._gc_started
+        generation = info["generation"]
+        self.gc_collections[generation] += 1
+        self.gc_seconds[generation] += took
+        self.longest_gc_s = max(self.longest_gc_s, took)
+        self._gc_ended, self._gc_last_s, self._gc_last_generation = now, took, generation
 
     def _watch(self) -> None:
         interval = self.threshold_s / 4
@@ -104,8 +135,14 @@ class LoopStallMonitor:
         stack = "".join(traceback.format_stack(frame)) if frame is not None else "(not found)"
         suppressed = f" ({self._suppressed} more stalls not shown)" if self._suppressed else ""
         self._suppressed = 0
+        collected = ""
+        if time.perf_counter() - self._gc_ended <= so_far_s:
+            collected = (
+                f"; {self._gc_last_s * 1000:.0f} ms of it a garbage collection of generation "
+                f"{self._gc_last_generation}"
+            )
         log.warning(
-            "the event loop has not run for %.0f ms (event.loop.stall.threshold.ms %.0f)%s; "
+            "the event loop has not run for %.0f ms (event.loop.stall.threshold.ms %.0f)%s%s; "
             "it is in:\n%s",
-            so_far_s * 1000, self.threshold_s * 1000, suppressed, stack,
+            so_far_s * 1000, self.threshold_s * 1000, suppressed, collected, stack,
         )  # fmt: skip

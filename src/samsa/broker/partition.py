@@ -22,6 +22,8 @@ Not thread-safe: one owner (the replica manager, on the broker's loop).
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -85,8 +87,11 @@ class Partition:
         self.fetch_sessions: dict[FetchSession, PartitionKey] = {}
         """Consumers' fetch sessions holding this partition, by their key for it: told of
         every change a fetch could see (:meth:`note_change`)."""
-        self._acks: list[tuple[int, asyncio.Future[None]]] = []
-        """``acks=all`` appends waiting for the high watermark to reach an offset."""
+        self._acks: list[tuple[int, int, asyncio.Future[None]]] = []
+        """``acks=all`` appends waiting for the high watermark to reach an offset: a heap
+        of ``(offset, arrival, future)``, so a high watermark move costs what it completes,
+        not what still waits (thousands of appends wait when followers fall behind)."""
+        self._arrivals = itertools.count()
         self.storage_error_logged_at: float | None = None
         self.storage_errors_not_logged = 0
 
@@ -271,16 +276,11 @@ class Partition:
         if lr is None:
             return
         hw = self.log.update_high_watermark(lr.high_watermark)
-        if self._acks:
-            waiting = []
-            for required, future in self._acks:
-                if future.done():
-                    continue
-                if required <= hw:
-                    future.set_result(None)
-                else:
-                    waiting.append((required, future))
-            self._acks = waiting
+        acks = self._acks
+        while acks and acks[0][0] <= hw:
+            future = heapq.heappop(acks)[2]
+            if not future.done():  # done: timed out, or its request went away
+                future.set_result(None)
         self.wake_waiters()
 
     async def wait_for_acks(self, required_offset: int, timeout_s: float) -> ErrorCode:
@@ -288,9 +288,12 @@ class Partition:
         the records below it): NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
         below ``min.insync.replicas`` meanwhile, REQUEST_TIMED_OUT after ``timeout_s``, or
         NOT_LEADER_OR_FOLLOWER if leadership moved on first."""
+        done = self.acks_done(required_offset)
+        if done is not None:
+            return done
         if self.log.high_watermark < required_offset:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._acks.append((required_offset, future))
+            heapq.heappush(self._acks, (required_offset, next(self._arrivals), future))
             try:
                 await asyncio.wait_for(future, timeout_s)
             except TimeoutError:
@@ -301,8 +304,18 @@ class Partition:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return ErrorCode.NONE
 
+    def acks_done(self, required_offset: int) -> ErrorCode | None:
+        """What :meth:`wait_for_acks` would answer at once, or None if it would wait (the
+        high watermark is below ``required_offset``): an append the ISR already holds —
+        always, on a partition with no other replica in its ISR — needs no waiting."""
+        if self.log.high_watermark < required_offset:
+            return None
+        if len(self.isr) < self.log.config.min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
+
     def _fail_acks(self, error: Exception) -> None:
-        for _, future in self._acks:
+        for _, _, future in self._acks:
             if not future.done():
                 future.set_exception(error)
         self._acks = []

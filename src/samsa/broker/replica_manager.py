@@ -432,6 +432,14 @@ class ReplicaManager:
         finally:
             self.delayed_produces -= 1
 
+    def replication_done(self, tp: TopicPartition, required_offset: int) -> ErrorCode | None:
+        """What :meth:`wait_for_replication` would return at once, or None if it would wait:
+        an ``acks=all`` produce the ISR already holds is answered without a delayed wait."""
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition.acks_done(required_offset)
+
     async def append_replicated(
         self,
         tp: TopicPartition,

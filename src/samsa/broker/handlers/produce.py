@@ -142,9 +142,15 @@ def register(
                         log_start_offset=appended.log_start_offset,
                     )
                     if acks == -1:
-                        replicating.append((entry, replicas.wait_for_replication(
-                            tp, appended.last_offset + 1, duration_ms(body.timeout)
-                        )))  # fmt: skip
+                        # An append the ISR holds already (always, when the ISR is the
+                        # leader alone) is answered now, not from a delayed wait.
+                        done = replicas.replication_done(tp, appended.last_offset + 1)
+                        if done is None:
+                            replicating.append((entry, replicas.wait_for_replication(
+                                tp, appended.last_offset + 1, duration_ms(body.timeout)
+                            )))  # fmt: skip
+                        elif done:
+                            _replication_failed(entry, done)
                 except KafkaError as exc:
                     failed = exc
                     note_error(exc.code)
@@ -178,12 +184,18 @@ def register(
         replicating: list[tuple[dict[str, Any], Awaitable[ErrorCode]]],
         throttle_ms: int,
     ) -> Any:
-        codes = await asyncio.gather(*(wait for _, wait in replicating))
+        if len(replicating) == 1:  # the usual case: awaited as it is, no task and no gather
+            codes = [await replicating[0][1]]
+        else:
+            codes = list(await asyncio.gather(*(wait for _, wait in replicating)))
         for (entry, _), code in zip(replicating, codes, strict=True):
             if code:
-                entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
-                note_error(code)
+                _replication_failed(entry, code)
         return respond(header, {"responses": topics, "throttle_time": throttle_ms})
+
+    def _replication_failed(entry: dict[str, Any], code: ErrorCode) -> None:
+        entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
+        note_error(code)
 
     registry.add(API_KEY, 0, 13, handle)
 

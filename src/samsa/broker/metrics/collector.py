@@ -140,6 +140,9 @@ class Snapshot:
     connections_closed: int = 0
     loop_stalls: int = 0
     longest_loop_stall_s: float = 0.0
+    gc_collections: tuple[int, ...] = (0, 0, 0)
+    gc_seconds: tuple[float, ...] = (0.0, 0.0, 0.0)
+    longest_gc_s: float = 0.0
     flush: HistogramCopy | None = None
     cleaning: HistogramCopy | None = None
     cleaner: tuple[int, int, int, float, float, int] = (0, 0, 0, 0.0, 0.0, 0)
@@ -235,6 +238,9 @@ async def take_snapshot(source: MetricsSource) -> Snapshot:
     snap.connections_closed = source.connection_stats.closed
     snap.loop_stalls = source.loop_monitor.stalls
     snap.longest_loop_stall_s = source.loop_monitor.longest_stall_s
+    snap.gc_collections = tuple(source.loop_monitor.gc_collections)
+    snap.gc_seconds = tuple(source.loop_monitor.gc_seconds)
+    snap.longest_gc_s = source.loop_monitor.longest_gc_s
     storage = source.storage_stats
     snap.flush, snap.cleaning = _copy(storage.flush), _copy(storage.cleaning)
     snap.cleaner = (
@@ -398,6 +404,23 @@ def families(snap: Snapshot) -> Iterator[Metric]:
         "samsa_eventloop_longest_stall_seconds",
         "The longest event-loop stall seen since start.",
         rows=[((), snap.longest_loop_stall_s)],
+    )
+    yield _counter(
+        "samsa_gc_collections_total",
+        "Passes of Python's cyclic garbage collector, by generation (they stop the loop).",
+        ["generation"],
+        [((str(g),), n) for g, n in enumerate(snap.gc_collections)],
+    )
+    yield _counter(
+        "samsa_gc_pause_seconds_total",
+        "Time the cyclic garbage collector held every thread, by generation.",
+        ["generation"],
+        [((str(g),), s) for g, s in enumerate(snap.gc_seconds)],
+    )
+    yield _gauge(
+        "samsa_gc_longest_pause_seconds",
+        "The longest pass of the cyclic garbage collector since start.",
+        rows=[((), snap.longest_gc_s)],
     )
     yield from _log_families(snap)
     yield from _replica_families(snap)
