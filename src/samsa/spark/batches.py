@@ -117,7 +117,7 @@ def murmur2_partitions(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.in
     words = lengths // 4
     for word in range(int(words.max(initial=0))):
         active = words > word
-        at = starts + 4 * word
+        at = np.where(active, starts + 4 * word, 0)
         k = (
             data[at].astype(np.uint32)
             | (data[at + 1].astype(np.uint32) << np.uint32(8))
