@@ -91,7 +91,14 @@ def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float]:
 
 
 def versus_parquet(
-    spark: object, bootstrap: str, work: Path, n: int, runs: int, *, writes_only: bool = False
+    spark: object,
+    bootstrap: str,
+    work: Path,
+    n: int,
+    runs: int,
+    *,
+    writes_only: bool = False,
+    sink_options: dict[str, str] | None = None,
 ) -> None:
     """Read and write rows/s of the samsa source next to Parquet, same session."""
     if not writes_only:
@@ -102,8 +109,9 @@ def versus_parquet(
     for size in (100, 1024):
         rows = n if size == 100 else max(n // 3, 1)
         _versus_parquet_at(
-            spark, bootstrap, work, size=size, rows=rows, runs=runs, writes_only=writes_only
-        )
+            spark, bootstrap, work, size=size, rows=rows, runs=runs, writes_only=writes_only,
+            sink_options=sink_options or {},
+        )  # fmt: skip
 
 
 def _versus_parquet_at(
@@ -115,6 +123,7 @@ def _versus_parquet_at(
     rows: int,
     runs: int,
     writes_only: bool,
+    sink_options: dict[str, str],
 ) -> None:
     from pyspark.sql import SparkSession
 
@@ -149,13 +158,15 @@ def _versus_parquet_at(
     writes = iter(range(1_000_000))
 
     def write_samsa() -> None:
-        (
+        writer = (
             generated.write.mode("append")
             .format("samsa")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("topic", f"{topic}-out")
-            .save()
         )
+        for name, value in sink_options.items():
+            writer = writer.option(name, value)
+        writer.save()
 
     def write_parquet() -> None:
         generated.write.parquet(str(work / f"{topic}-out-{next(writes)}.parquet"))
@@ -178,6 +189,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
         "--writes-only", action="store_true", help="with --versus-parquet: only the writes"
+    )
+    parser.add_argument(
+        "--sink-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="with --versus-parquet: an option of the samsa writes (e.g. kafka.batch.size=…)",
     )
     args = parser.parse_args()
     n = args.records
@@ -209,7 +227,11 @@ def main() -> None:
         spark.sparkContext.setLogLevel("ERROR")
         samsa.spark.register(spark)
         if args.versus_parquet:
-            versus_parquet(spark, bootstrap, work, n, args.runs, writes_only=args.writes_only)
+            sink_options = dict(option.split("=", 1) for option in args.sink_option)
+            versus_parquet(
+                spark, bootstrap, work, n, args.runs, writes_only=args.writes_only,
+                sink_options=sink_options,
+            )  # fmt: skip
             spark.stop()
             return
 
