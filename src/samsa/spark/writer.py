@@ -10,7 +10,7 @@ columns (:mod:`samsa.spark.batches`: the bytes ``Producer.send`` would make row
 by row, keyless rows placed deterministically), sent with ``Producer.send_batch``
 so idempotence, transactions and retries apply as to any batch. All rows of one
 Arrow batch carry the same timestamp: when it was encoded. The sink's producer
-has ``batch.size`` 256 KiB unless ``kafka.batch.size`` says otherwise (the
+has ``batch.size`` 512 KiB unless ``kafka.batch.size`` says otherwise (the
 producer's default, 16 KiB, costs 2–5× the throughput); a topic whose
 ``max.message.bytes`` is lower needs ``kafka.batch.size`` below it.
 
@@ -197,7 +197,7 @@ class _Rows:
             yield name, pa.array(np.flatnonzero(codes == code))
 
 
-SINK_BATCH_SIZE = 256 * 1024
+SINK_BATCH_SIZE = 512 * 1024
 """The sink's ``batch.size`` unless ``kafka.batch.size`` is set: per batch (and per Produce
 request) costs dominate at the producer's 16 KiB; see bench/RESULTS.md."""
 
