@@ -8,6 +8,7 @@ through Spark's batch and exactly-once streaming writers.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from tests.spark.conftest import new_topic, produce
 
 from samsa import Consumer, Producer
 from samsa.client.cluster import Backoff
-from samsa.client.producer import AsyncProducer
+from samsa.client.producer import AsyncProducer, BatchMetadata
 from samsa.client.producer.accumulator import BufferMemory, RecordAccumulator
 from samsa.client.producer.partitioner import partition_for_key
 from samsa.errors import MessageTooLargeError
@@ -378,3 +379,23 @@ def test_exactly_once_stream_write_reads_back_every_row_once_with_keys_headers_p
         r.partition == (2 if int(r.value) % 4 == 0 else partition_for_key(bytes(r.key), 3))
         for r in back
     )
+
+
+def test_the_asyncio_producer_delivers_a_sent_batch_to_its_future_and_callback(
+    samsa_broker: BrokerProcess,
+) -> None:
+    topic = new_topic(samsa_broker.bootstrap, partitions=1)
+    (batch,) = _batches(topic, 10, 1)
+    called: list[Any] = []
+
+    async def send() -> Any:
+        async with AsyncProducer({"bootstrap.servers": samsa_broker.bootstrap}) as producer:
+            await producer.partitions_for(topic)
+            future = await producer.send_batch(
+                topic, 0, batch.records, on_delivery=lambda m, e: called.append((m, e))
+            )
+            return await future
+
+    metadata = asyncio.run(send())
+    assert metadata == BatchMetadata(topic, 0, 0, 10)
+    assert called == [(metadata, None)]

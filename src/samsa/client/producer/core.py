@@ -13,8 +13,14 @@ larger than ``max.request.size``, memory that stays full) raise from send();
 errors after (no metadata in time, delivery failed or timed out) fail the
 record's future and reach its callback.
 
+``send_batch()`` takes a batch whose records were encoded elsewhere (the Spark
+sink builds them from Arrow columns) and queues it as one of the producer's own
+batches for its partition: the sender gives it the producer id, epoch and
+sequence, and the transaction its partition, as for any batch.
+
 Everything here runs on one event loop; :meth:`AsyncProducer.send_threadsafe`
-is the one entry for other threads (the blocking ``Producer``).
+and :meth:`AsyncProducer.send_batch_threadsafe` are the entries for other
+threads (the blocking ``Producer``).
 """
 
 from __future__ import annotations
