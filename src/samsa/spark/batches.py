@@ -159,10 +159,7 @@ def _header_sections(
 ) -> tuple[list[bytes], Int64s, Int64s] | None:
     """Per row: the encoded header section, and its share of the producer's estimated
     and reserved sizes; None when no row has a header."""
-    if headers.null_count == len(headers) or pc.sum(pc.list_value_length(headers)).as_py() in (
-        0,
-        None,
-    ):
+    if not pc.max(pc.list_value_length(headers)).as_py():  # None: every row's is null
         return None
     sections: list[bytes] = []
     estimated = np.zeros(len(headers), dtype=np.int64)
