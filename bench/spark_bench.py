@@ -3,7 +3,7 @@ per-micro-batch overhead next to Spark's rate source → noop sink, and the cost
 building Arrow batches versus row tuples on an executor.
 
     python bench/spark_bench.py [--records N]
-    python bench/spark_bench.py --versus-parquet [--records N]
+    python bench/spark_bench.py --versus-parquet [--writes-only] [--records N]
     python bench/spark_bench.py --micro-batches [--seconds S]
 
 ``--task-steps`` times, without Spark, what one write task of the exactly-once sink
@@ -288,19 +288,40 @@ def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float]:
     return _best_rate(rows, 3, via_records), _best_rate(rows, 3, via_columns)
 
 
-def versus_parquet(spark: object, bootstrap: str, work: Path, n: int, runs: int) -> None:
+def versus_parquet(
+    spark: object,
+    bootstrap: str,
+    work: Path,
+    n: int,
+    runs: int,
+    *,
+    writes_only: bool = False,
+    sink_options: dict[str, str] | None = None,
+) -> None:
     """Read and write rows/s of the samsa source next to Parquet, same session."""
-    for size in (100, 1024):
-        records, columns = decode_rates(size)
-        print(f"decode {size:>4} B  records → Arrow {records:>10,.0f} rows/s  "
-              f"batches → Arrow columns {columns:>10,.0f} rows/s")  # fmt: skip
+    if not writes_only:
+        for size in (100, 1024):
+            records, columns = decode_rates(size)
+            print(f"decode {size:>4} B  records → Arrow {records:>10,.0f} rows/s  "
+                  f"batches → Arrow columns {columns:>10,.0f} rows/s")  # fmt: skip
     for size in (100, 1024):
         rows = n if size == 100 else max(n // 3, 1)
-        _versus_parquet_at(spark, bootstrap, work, size=size, rows=rows, runs=runs)
+        _versus_parquet_at(
+            spark, bootstrap, work, size=size, rows=rows, runs=runs, writes_only=writes_only,
+            sink_options=sink_options or {},
+        )  # fmt: skip
 
 
 def _versus_parquet_at(
-    spark: object, bootstrap: str, work: Path, *, size: int, rows: int, runs: int
+    spark: object,
+    bootstrap: str,
+    work: Path,
+    *,
+    size: int,
+    rows: int,
+    runs: int,
+    writes_only: bool,
+    sink_options: dict[str, str],
 ) -> None:
     from pyspark.sql import SparkSession
 
@@ -308,9 +329,10 @@ def _versus_parquet_at(
     topic = f"vs-parquet-{size}"
     with Admin({"bootstrap.servers": bootstrap}) as admin:
         admin.create_topics([NewTopic(topic, 2), NewTopic(f"{topic}-out", 2)])
-    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
-        for i in range(rows):
-            producer.send(topic, b"x" * size, key=b"%d" % i)
+    if not writes_only:
+        with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+            for i in range(rows):
+                producer.send(topic, b"x" * size, key=b"%d" % i)
     source = (
         spark.read.format("samsa")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -318,7 +340,8 @@ def _versus_parquet_at(
         .load()
     )
     parquet = str(work / f"{topic}.parquet")
-    source.write.parquet(parquet)
+    if not writes_only:
+        source.write.parquet(parquet)
 
     def read_samsa() -> None:
         source.selectExpr("sum(length(value))").collect()
@@ -333,20 +356,26 @@ def _versus_parquet_at(
     writes = iter(range(1_000_000))
 
     def write_samsa() -> None:
-        (
+        writer = (
             generated.write.mode("append")
             .format("samsa")
             .option("kafka.bootstrap.servers", bootstrap)
             .option("topic", f"{topic}-out")
-            .save()
         )
+        for name, value in sink_options.items():
+            writer = writer.option(name, value)
+        writer.save()
 
     def write_parquet() -> None:
         generated.write.parquet(str(work / f"{topic}-out-{next(writes)}.parquet"))
 
-    read = _best_rate(rows, runs, read_samsa), _best_rate(rows, runs, read_parquet)
-    write = _best_rate(rows, runs, write_samsa), _best_rate(rows, runs, write_parquet)
-    for what, (ours, theirs) in (("read ", read), ("write", write)):
+    figures = []
+    if not writes_only:
+        figures.append(("read ", (_best_rate(rows, runs, read_samsa),
+                                  _best_rate(rows, runs, read_parquet))))  # fmt: skip
+    figures.append(("write", (_best_rate(rows, runs, write_samsa),
+                              _best_rate(rows, runs, write_parquet))))  # fmt: skip
+    for what, (ours, theirs) in figures:
         print(f"{what} {size:>4} B  samsa {ours:>9,.0f} rows/s  parquet {theirs:>9,.0f} "
               f"rows/s  ratio {ours / theirs:.2f}  ({rows} rows)")  # fmt: skip
 
@@ -359,6 +388,16 @@ def main() -> None:
     parser.add_argument("--micro-batches", action="store_true")
     parser.add_argument("--task-steps", action="store_true")
     parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument(
+        "--writes-only", action="store_true", help="with --versus-parquet: only the writes"
+    )
+    parser.add_argument(
+        "--sink-option",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="with --versus-parquet: an option of the samsa writes (e.g. kafka.batch.size=…)",
+    )
     args = parser.parse_args()
     n = args.records
     os.environ.update({"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"})
@@ -396,7 +435,11 @@ def main() -> None:
             spark.stop()
             return
         if args.versus_parquet:
-            versus_parquet(spark, bootstrap, work, n, args.runs)
+            sink_options = dict(option.split("=", 1) for option in args.sink_option)
+            versus_parquet(
+                spark, bootstrap, work, n, args.runs, writes_only=args.writes_only,
+                sink_options=sink_options,
+            )  # fmt: skip
             spark.stop()
             return
 

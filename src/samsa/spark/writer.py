@@ -5,6 +5,15 @@ Input columns, as for Spark's Kafka sink: ``value`` (binary or string, required)
 set), ``partition`` (int) and ``headers`` (array of struct<key string, value
 binary>). Other columns are ignored.
 
+Each Arrow batch Spark hands a task becomes Kafka record batches built from its
+columns (:mod:`samsa.spark.batches`: the bytes ``Producer.send`` would make row
+by row, keyless rows placed deterministically), sent with ``Producer.send_batch``
+so idempotence, transactions and retries apply as to any batch. All rows of one
+Arrow batch carry the same timestamp: when it was encoded. The sink's producer
+has ``batch.size`` 512 KiB unless ``kafka.batch.size`` says otherwise (the
+producer's default, 16 KiB, costs 2–5× the throughput); a topic whose
+``max.message.bytes`` is lower needs ``kafka.batch.size`` below it.
+
 The batch writer is at-least-once (a retried task writes its rows again). The
 streaming writer makes each micro-batch exactly-once for ``read_committed``
 readers: each task writes in one transaction whose ``transactional.id`` is
@@ -25,10 +34,12 @@ written again when the query restarts).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import (
@@ -45,8 +56,10 @@ from pyspark.sql.types import (
 )
 
 from samsa.client.admin import Admin
-from samsa.client.producer import ConsumerGroupMetadata, Producer, RecordMetadata
+from samsa.client.producer import BatchMetadata, ConsumerGroupMetadata, Producer
 from samsa.errors import ConfigError, SamsaError
+from samsa.records import CompressionType
+from samsa.spark.batches import ArrowBatchEncoder
 from samsa.spark.options import SinkOptions
 from samsa.spark.rows import HEADERS_TYPE
 from samsa.spark.transactions import (
@@ -92,61 +105,105 @@ class SamsaCommitMessage(WriterCommitMessage):
     transaction: PreparedTransaction | None = None
 
 
-def _as_bytes(value: Any) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value
-
-
 class _Rows:
-    """Sends the rows of Arrow record batches with a producer; records the first failure."""
+    """Sends the rows of Arrow record batches as producer batches built from their columns
+    (:mod:`samsa.spark.batches`); records the first delivery failure."""
 
-    def __init__(self, options: SinkOptions) -> None:
+    def __init__(self, options: SinkOptions, producer: Producer, first_partition: int) -> None:
         self._topic = options.topic
+        self._producer = producer
+        config = producer.config
+        self._encoder = ArrowBatchEncoder(
+            batch_size=config["batch.size"],
+            max_request_size=config["max.request.size"],
+            buffer_memory=config["buffer.memory"],
+            compression=CompressionType[config["compression.type"].upper()],
+            ignore_keys=config["partitioner.ignore.keys"],
+            first_partition=first_partition,
+        )
+        self._partition_counts: dict[str, int] = {}
         self.error: BaseException | None = None
         self.first_topic: str | None = None
         self.count = 0
 
-    def _on_delivery(self, metadata: RecordMetadata | None, error: BaseException | None) -> None:
+    def _on_delivery(self, metadata: BatchMetadata | None, error: BaseException | None) -> None:
         if error is not None and self.error is None:
             self.error = error
 
-    def send_all(self, producer: Producer, batches: Iterator[pa.RecordBatch]) -> None:
-        send: Callable[..., Any] = producer.send
+    def _partition_count(self, topic: str) -> int:
+        count = self._partition_counts.get(topic)
+        if count is None:
+            count = self._partition_counts[topic] = len(self._producer.partitions_for(topic))
+        return count
+
+    def send_all(self, batches: Iterator[pa.RecordBatch]) -> None:
         for batch in batches:
-            names = {name.lower(): name for name in batch.schema.names}
-            n = batch.num_rows
-
-            def column(
-                name: str, batch: pa.RecordBatch = batch, names: dict[str, str] = names
-            ) -> list[Any]:
-                if name not in names:
-                    return [None] * batch.num_rows
-                return list(batch.column(names[name]).to_pylist())
-
-            values = column("value")
-            keys = column("key")
-            topics = [self._topic] * n if self._topic is not None else column("topic")
-            partitions = column("partition")
-            headers = column("headers")
-            for i in range(n):
-                topic = topics[i]
-                if topic is None:
-                    raise ConfigError("a row has a null topic (and the option topic is not set)")
-                row_headers = headers[i]
-                send(
-                    topic,
-                    _as_bytes(values[i]),
-                    key=_as_bytes(keys[i]),
-                    partition=partitions[i],
-                    headers=None
-                    if row_headers is None
-                    else [(h["key"], h["value"]) for h in row_headers],
-                    on_delivery=self._on_delivery,
-                )
-                if self.first_topic is None:
-                    self.first_topic = topic
-            self.count += n
+            if batch.num_rows:
+                self._send(batch)
             if self.error is not None:
                 raise self.error
+
+    def _send(self, batch: pa.RecordBatch) -> None:
+        names = {name.lower(): name for name in batch.schema.names}
+
+        def column(name: str) -> pa.Array | None:
+            return batch.column(names[name]) if name in names else None
+
+        values = column("value")
+        assert values is not None  # check_sink_schema requires it
+        keys, partitions, headers = column("key"), column("partition"), column("headers")
+        timestamp = time.time_ns() // 1_000_000
+        for topic, rows in self._by_topic(batch, column("topic")):
+
+            def pick(array: pa.Array | None, rows: pa.Array | None = rows) -> pa.Array | None:
+                return array if array is None or rows is None else array.take(rows)
+
+            encoded = self._encoder.encode(
+                topic,
+                self._partition_count(topic),
+                values=pick(values),
+                keys=pick(keys),
+                partitions=pick(partitions),
+                headers=pick(headers),
+                timestamp=timestamp,
+            )
+            for producer_batch in encoded:
+                self._producer.send_batch(
+                    producer_batch.topic,
+                    producer_batch.partition,
+                    producer_batch.records,
+                    on_delivery=self._on_delivery,
+                )
+            if self.first_topic is None:
+                self.first_topic = topic
+        self.count += batch.num_rows
+
+    def _by_topic(
+        self, batch: pa.RecordBatch, topics: pa.Array | None
+    ) -> Iterator[tuple[str, pa.Array | None]]:
+        """(topic, its rows' indices, None for all rows), in the order topics first appear."""
+        if self._topic is not None:
+            yield self._topic, None
+            return
+        if topics is None or topics.null_count:
+            raise ConfigError("a row has a null topic (and the option topic is not set)")
+        encoded = topics.dictionary_encode()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        names = encoded.dictionary.to_pylist()
+        if len(names) == 1:
+            yield names[0], None
+            return
+        for code, name in enumerate(names):
+            yield name, pa.array(np.flatnonzero(codes == code))
+
+
+SINK_BATCH_SIZE = 512 * 1024
+"""The sink's ``batch.size`` unless ``kafka.batch.size`` is set: per batch (and per Produce
+request) costs dominate at the producer's 16 KiB; see bench/RESULTS.md."""
+
+
+def _producer_config(options: SinkOptions) -> dict[str, Any]:
+    return {"batch.size": SINK_BATCH_SIZE, **options.producer_props()}
 
 
 def _producer(options: SinkOptions, *, transactional_id: str | None = None) -> Producer:
@@ -156,7 +213,7 @@ def _producer(options: SinkOptions, *, transactional_id: str | None = None) -> P
     next idle round (up to a second) even once the metadata is in; asking for the
     partitions first takes one Metadata round trip instead, before anything is sent.
     """
-    config = options.producer_props()
+    config = _producer_config(options)
     if transactional_id is not None:
         config["transactional.id"] = transactional_id
     producer = Producer(config)
@@ -181,9 +238,9 @@ class SamsaBatchWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        rows = _Rows(self.options)
         with _producer(self.options) as producer:
-            rows.send_all(producer, iterator)
+            rows = _Rows(self.options, producer, _partition_id())
+            rows.send_all(iterator)
             producer.flush()
         if rows.error is not None:
             raise rows.error
@@ -226,10 +283,10 @@ class SamsaStreamWriter(DataSourceStreamArrowWriter):
                     pass
                 log.info("%s: batch %d already committed (up to %d); skipped", name, batch, done)
                 return SamsaCommitMessage(partition_id, 0, skipped=True)
-            rows = _Rows(self.options)
+            rows = _Rows(self.options, producer, partition_id)
             producer.begin_transaction()
             try:
-                rows.send_all(producer, iterator)
+                rows.send_all(iterator)
                 if rows.first_topic is not None:
                     producer.send_offsets_to_transaction(
                         {TopicPartition(rows.first_topic, 0): batch + 1},

@@ -28,12 +28,18 @@ from typing import Any
 
 from samsa.client.cluster import Backoff, Cluster
 from samsa.client.errors import BufferExhaustedError
-from samsa.client.producer.types import DeliveryCallback, RecordMetadata
+from samsa.client.producer.types import (
+    BatchDeliveryCallback,
+    BatchMetadata,
+    DeliveryCallback,
+    RecordMetadata,
+)
 from samsa.records import CompressionType, RecordBatchBuilder
+from samsa.records.builder import EncodedBatchBuilder, EncodedRecords
 from samsa.records.record import Header
 from samsa.types import TopicPartition
 
-__all__ = ["BufferMemory", "ProducerBatch", "RecordAccumulator"]
+__all__ = ["BufferMemory", "EncodedProducerBatch", "ProducerBatch", "RecordAccumulator"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +48,7 @@ RECORD_OVERHEAD = 21  # a record's attributes, varints and header count, at most
 _INVALID_STATE = (asyncio.InvalidStateError, concurrent.futures.InvalidStateError)
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 Future = asyncio.Future[RecordMetadata] | concurrent.futures.Future[RecordMetadata]
+BatchFuture = asyncio.Future[BatchMetadata] | concurrent.futures.Future[BatchMetadata]
 
 
 class BufferMemory:
@@ -127,7 +134,9 @@ class ProducerBatch:
     def __init__(self, tp: TopicPartition, compression: CompressionType, created: float) -> None:
         self.id = next(self._ids)
         self.tp = tp
-        self.builder = RecordBatchBuilder(compression=compression)
+        self.builder: RecordBatchBuilder | EncodedBatchBuilder = RecordBatchBuilder(
+            compression=compression
+        )
         self.created = created
         self.records: list[tuple[Future | None, DeliveryCallback | None, int, int, int]] = []
         self.reserved = 0
@@ -165,7 +174,7 @@ class ProducerBatch:
 
     @property
     def last_sequence(self) -> int:
-        return (self.builder.base_sequence + len(self.records) - 1) & 0x7FFFFFFF
+        return (self.builder.base_sequence + self.record_count - 1) & 0x7FFFFFFF
 
     def append(
         self,
@@ -178,7 +187,9 @@ class ProducerBatch:
         callback: DeliveryCallback | None,
         reserved: int,
     ) -> None:
-        self.builder.append(value, key=key, headers=headers, timestamp=timestamp)
+        builder = self.builder
+        assert isinstance(builder, RecordBatchBuilder), "an encoded batch takes no records"
+        builder.append(value, key=key, headers=headers, timestamp=timestamp)
         self.records.append(
             (future, callback, timestamp, -1 if key is None else len(key),
              -1 if value is None else len(value))
@@ -235,8 +246,58 @@ class ProducerBatch:
                 _run_callback(callback, None, error)
 
 
+class EncodedProducerBatch(ProducerBatch):
+    """A batch whose records were encoded before they reached the producer: one future
+    and one callback for all of them, closed to appends from the start."""
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        encoded: EncodedRecords,
+        created: float,
+        *,
+        future: BatchFuture | None,
+        callback: BatchDeliveryCallback | None,
+        reserved: int,
+    ) -> None:
+        super().__init__(tp, encoded.compression, created)
+        self.builder = EncodedBatchBuilder(encoded)
+        self.closed = True
+        self.reserved = reserved
+        self._count = encoded.record_count
+        self._future = future
+        self._callback = callback
+
+    def __repr__(self) -> str:
+        return f"<EncodedProducerBatch {self.tp} {self._count} records seq {self.base_sequence}>"
+
+    @property
+    def record_count(self) -> int:
+        return self._count
+
+    def complete(self, base_offset: int, log_append_time: Any) -> None:
+        self.done = True
+        topic, partition = self.tp
+        metadata = BatchMetadata(topic, partition, base_offset, self._count)
+        if self._future is not None:
+            with contextlib.suppress(*_INVALID_STATE):
+                self._future.set_result(metadata)
+        if self._callback is not None:
+            _run_callback(self._callback, metadata, None)
+
+    def fail(self, error: BaseException) -> None:
+        self.done = True
+        if self._future is not None:
+            with contextlib.suppress(*_INVALID_STATE):
+                self._future.set_exception(error)
+        if self._callback is not None:
+            _run_callback(self._callback, None, error)
+
+
 def _run_callback(
-    callback: DeliveryCallback, metadata: RecordMetadata | None, error: BaseException | None
+    callback: DeliveryCallback | BatchDeliveryCallback,
+    metadata: Any,
+    error: BaseException | None,
 ) -> None:
     try:
         callback(metadata, error)
@@ -308,6 +369,18 @@ class RecordAccumulator:
             future=future, callback=callback, reserved=reserved,
         )  # fmt: skip
         return batch, new
+
+    def append_encoded(self, batch: EncodedProducerBatch) -> None:
+        """Queue a batch of encoded records behind ``batch.tp``'s batches; the open one is
+        closed, so records sent later go after it."""
+        queue = self.batches.get(batch.tp)
+        if queue is None:
+            queue = self.batches[batch.tp] = deque()
+        if queue:
+            queue[-1].closed = True
+        batch.is_transactional = self.transactional
+        queue.append(batch)
+        self.incomplete[batch.id] = batch
 
     def retry_delay_s(self, batch: ProducerBatch, now: float) -> float:
         """Seconds until a retried batch may go again (0 for a first attempt)."""

@@ -13,8 +13,14 @@ larger than ``max.request.size``, memory that stays full) raise from send();
 errors after (no metadata in time, delivery failed or timed out) fail the
 record's future and reach its callback.
 
+``send_batch()`` takes a batch whose records were encoded elsewhere (the Spark
+sink builds them from Arrow columns) and queues it as one of the producer's own
+batches for its partition: the sender gives it the producer id, epoch and
+sequence, and the transaction its partition, as for any batch.
+
 Everything here runs on one event loop; :meth:`AsyncProducer.send_threadsafe`
-is the one entry for other threads (the blocking ``Producer``).
+and :meth:`AsyncProducer.send_batch_threadsafe` are the entries for other
+threads (the blocking ``Producer``).
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ from samsa.client.errors import (
 )
 from samsa.client.producer.accumulator import (
     RECORD_OVERHEAD,
+    BatchFuture,
     BufferMemory,
+    EncodedProducerBatch,
     Future,
     ProducerBatch,
     RecordAccumulator,
@@ -47,9 +55,16 @@ from samsa.client.producer.idempotence import IdempotenceState
 from samsa.client.producer.partitioner import StickyPartitioner, partition_for_key
 from samsa.client.producer.sender import Sender
 from samsa.client.producer.transactions import TransactionManager
-from samsa.client.producer.types import ConsumerGroupMetadata, DeliveryCallback, RecordMetadata
+from samsa.client.producer.types import (
+    BatchDeliveryCallback,
+    BatchMetadata,
+    ConsumerGroupMetadata,
+    DeliveryCallback,
+    RecordMetadata,
+)
 from samsa.errors import ErrorCode, MessageTooLargeError
 from samsa.records import CompressionType
+from samsa.records.builder import EncodedRecords
 from samsa.records.record import Header
 from samsa.types import TopicPartition
 
@@ -71,6 +86,15 @@ class PreparedRecord(NamedTuple):
     headers: tuple[Header, ...]
     timestamp: int
     size: int
+
+
+class _EncodedHandoff(NamedTuple):
+    """A batch of encoded records on its way from another thread to the loop."""
+
+    tp: TopicPartition
+    encoded: EncodedRecords
+    future: BatchFuture | None
+    callback: BatchDeliveryCallback | None
 
 
 class _Waiting(NamedTuple):
@@ -137,8 +161,9 @@ class AsyncProducer:
         self._unyielded = 0
         self._yield_every = max(config["batch.size"], 1)
         self._waiting: dict[str, deque[_Waiting]] = {}
-        self._handoff: deque[tuple[PreparedRecord, Future | None, DeliveryCallback | None]]
-        self._handoff = deque()
+        self._handoff: deque[
+            tuple[PreparedRecord, Future | None, DeliveryCallback | None] | _EncodedHandoff
+        ] = deque()
         self._handoff_scheduled = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sender: Sender | None = None
@@ -335,7 +360,11 @@ class AsyncProducer:
         self._handoff_scheduled = False  # before draining: a later handoff schedules anew
         handoff = self._handoff
         while handoff:
-            record, future, callback = handoff.popleft()
+            item = handoff.popleft()
+            if isinstance(item, _EncodedHandoff):
+                self._accept_encoded(item.tp, item.encoded, item.future, item.callback)
+                continue
+            record, future, callback = item
             if self._closed and self._sender is None:
                 self._memory.release(record.size)
                 error = ClientClosedError(f"producer {self.client_id} was closed")
@@ -343,6 +372,97 @@ class AsyncProducer:
                     future.set_exception(error)
                 continue
             self._accept(record, future, callback)
+
+    # -- batches of encoded records -------------------------------------------------------
+
+    def check_encoded(self, tp: TopicPartition, encoded: EncodedRecords) -> None:
+        """Raise what :meth:`send_batch` raises before it accepts a batch (thread-safe)."""
+        size = encoded.batch_size
+        for limit_name in ("max.request.size", "buffer.memory"):
+            if size > self.config[limit_name]:
+                raise MessageTooLargeError(
+                    f"the batch of {encoded.record_count} records is {size} bytes, larger "
+                    f"than {limit_name}={self.config[limit_name]}"
+                )
+        partitions = self._cluster.partitions_for(tp.topic)
+        if partitions is None or not 0 <= tp.partition < len(partitions):
+            count = "unknown" if partitions is None else len(partitions)
+            raise ValueError(
+                f"{tp} is not in the producer's metadata (partition count {count}): "
+                "call partitions_for(topic) first"
+            )
+
+    async def send_batch(
+        self,
+        topic: str,
+        partition: int,
+        encoded: EncodedRecords,
+        *,
+        on_delivery: BatchDeliveryCallback | None = None,
+    ) -> asyncio.Future[BatchMetadata]:
+        """Accept a batch of records encoded elsewhere for ``partition`` of ``topic``; return
+        the future of its BatchMetadata.
+
+        The producer treats it as one of its own batches, sent after the records already
+        placed in that partition: it gets the producer id, epoch and sequence (idempotence),
+        joins the open transaction, is retried and fails as a whole. The topic's metadata
+        must be known (:meth:`partitions_for`); waits only for memory (``max.block.ms``).
+        Raises MessageTooLargeError past ``max.request.size`` or ``buffer.memory``.
+        """
+        tp = TopicPartition(topic, partition)
+        await self.start()
+        self._check_send()
+        self.check_encoded(tp, encoded)
+        await self._memory.reserve(encoded.batch_size, self._max_block_s)
+        future: asyncio.Future[BatchMetadata] = asyncio.get_running_loop().create_future()
+        self._accept_encoded(tp, encoded, future, on_delivery)
+        await asyncio.sleep(0)  # let the sender run between batches
+        return future
+
+    def send_batch_threadsafe(
+        self,
+        tp: TopicPartition,
+        encoded: EncodedRecords,
+        future: concurrent.futures.Future[BatchMetadata] | None,
+        on_delivery: BatchDeliveryCallback | None,
+    ) -> None:
+        """Hand a batch whose memory was reserved (``reserve_batch_blocking``) to the loop,
+        from any thread, in order with the records :meth:`send_threadsafe` handed over."""
+        self._handoff.append(_EncodedHandoff(tp, encoded, future, on_delivery))
+        if not self._handoff_scheduled:
+            self._handoff_scheduled = True
+            assert self._loop is not None, "start() the producer first"
+            self._loop.call_soon_threadsafe(self._drain_handoff)
+
+    def reserve_batch_blocking(self, encoded: EncodedRecords, *, wait: bool = True) -> None:
+        """:meth:`reserve_blocking` for a batch of encoded records."""
+        self._check_send()
+        if not self._memory.try_reserve(encoded.batch_size):
+            self._memory.reserve_blocking(encoded.batch_size, self._max_block_s if wait else 0)
+
+    def _accept_encoded(
+        self,
+        tp: TopicPartition,
+        encoded: EncodedRecords,
+        future: BatchFuture | None,
+        callback: BatchDeliveryCallback | None,
+    ) -> None:
+        if self._waiting:
+            self._place_waiting(time.monotonic())  # records sent earlier go first
+        if self._closed and self._sender is None:
+            self._memory.release(encoded.batch_size)
+            if future is not None:
+                future.set_exception(ClientClosedError(f"producer {self.client_id} was closed"))
+            return
+        if self._transactions is not None:
+            self._transactions.add_partition(tp)
+        batch = EncodedProducerBatch(
+            tp, encoded, time.monotonic(), future=future, callback=callback,
+            reserved=encoded.batch_size,
+        )  # fmt: skip
+        self._accumulator.append_encoded(batch)
+        assert self._sender is not None
+        self._sender.wakeup()
 
     def _wakeup_sender(self) -> None:
         if self._sender is not None:

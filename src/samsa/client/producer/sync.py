@@ -17,7 +17,14 @@ from samsa.client.config import ClientConfig
 from samsa.client.portal import LoopThread, blocking
 from samsa.client.producer.core import AsyncProducer, Headers
 from samsa.client.producer.future import RecordFuture
-from samsa.client.producer.types import DeliveryCallback, RecordMetadata
+from samsa.client.producer.types import (
+    BatchDeliveryCallback,
+    BatchMetadata,
+    DeliveryCallback,
+    RecordMetadata,
+)
+from samsa.records.builder import EncodedRecords
+from samsa.types import TopicPartition
 
 __all__ = ["Producer"]
 
@@ -72,6 +79,28 @@ class Producer:
         core.reserve_blocking(record, wait=not self._portal.in_loop_thread)
         future = RecordFuture()
         core.send_threadsafe(record, future, on_delivery)
+        return future
+
+    def send_batch(
+        self,
+        topic: str,
+        partition: int,
+        encoded: EncodedRecords,
+        *,
+        on_delivery: BatchDeliveryCallback | None = None,
+    ) -> concurrent.futures.Future[BatchMetadata]:
+        """Accept a batch of records encoded elsewhere for ``partition`` of ``topic``; return
+        a future of its BatchMetadata (see :meth:`AsyncProducer.send_batch`).
+
+        Blocks only while ``buffer.memory`` is full; the batch goes after the records
+        send() accepted before it.
+        """
+        core = self._core
+        tp = TopicPartition(topic, partition)
+        core.check_encoded(tp, encoded)
+        core.reserve_batch_blocking(encoded, wait=not self._portal.in_loop_thread)
+        future: concurrent.futures.Future[BatchMetadata] = concurrent.futures.Future()
+        core.send_batch_threadsafe(tp, encoded, future, on_delivery)
         return future
 
     def close(self, timeout: float | None = None) -> None:

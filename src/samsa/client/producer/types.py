@@ -5,7 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["ConsumerGroupMetadata", "DeliveryCallback", "RecordMetadata"]
+__all__ = [
+    "BatchDeliveryCallback",
+    "BatchMetadata",
+    "ConsumerGroupMetadata",
+    "DeliveryCallback",
+    "RecordMetadata",
+]
 
 
 @dataclass(slots=True, unsafe_hash=True)  # hashable as a frozen one, cheaper to build
@@ -32,6 +38,25 @@ DeliveryCallback = Callable[[RecordMetadata | None, BaseException | None], objec
 It runs on the producer's event-loop thread: keep it short, and do not call the
 producer's blocking methods (``flush``, ``close``) from it.
 """
+
+
+@dataclass(frozen=True, slots=True)
+class BatchMetadata:
+    """Where a batch of encoded records landed (what ``send_batch`` resolves to).
+
+    Its records have offsets ``base_offset`` … ``base_offset + record_count - 1``;
+    ``base_offset`` is -1 with ``acks=0``.
+    """
+
+    topic: str
+    partition: int
+    base_offset: int
+    record_count: int
+
+
+BatchDeliveryCallback = Callable[[BatchMetadata | None, BaseException | None], object]
+"""``on_delivery(metadata, error)`` of ``send_batch``: exactly one of them is None; runs on
+the producer's event-loop thread, like :data:`DeliveryCallback`."""
 
 
 @dataclass(frozen=True, slots=True)
