@@ -82,6 +82,8 @@ class ZkMetadataCache:
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.controller = -1
         self._infos: dict[str, TopicInfo] = {}
+        self._infos_by_id: dict[uuid.UUID, TopicInfo] = {}
+        """The same topics by id: Fetch and Produce v13+ name topics by id on every request."""
         self._changed = asyncio.Event()
         """Set (and replaced) after every change applied: what :meth:`wait_until` waits on."""
         self._events: EventQueue[tuple[str, str]] = EventQueue("zk-metadata", self._handle)
@@ -136,7 +138,7 @@ class ZkMetadataCache:
         return self._infos.get(name)
 
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return next((t for t in self._infos.values() if t.topic_id == topic_id), None)
+        return self._infos_by_id.get(topic_id)
 
     def leadership(self, tp: TopicPartition) -> PartitionLeadership | None:
         assignment = self.assignments.get(tp.topic)
@@ -211,13 +213,18 @@ class ZkMetadataCache:
 
     def _update_info(self, topic: str) -> None:
         assignment = self.assignments[topic]
-        self._infos[topic] = TopicInfo(
+        old = self._infos.get(topic)
+        if old is not None:
+            self._infos_by_id.pop(old.topic_id, None)
+        info = TopicInfo(
             topic,
             assignment.topic_id,
             len(assignment.partitions),
             dict(self.configs.get(topic, {})),
             topic in INTERNAL_TOPICS,
         )
+        self._infos[topic] = info
+        self._infos_by_id[info.topic_id] = info
 
     async def _read_brokers(self) -> None:
         await self.zk.get_broker_ids(watch=lambda: self._enqueue(_BROKERS))
@@ -301,6 +308,8 @@ class ZkMetadataCache:
         self.listener.on_topic_deleted(topic)
         self.assignments.pop(topic, None)
         self.configs.pop(topic, None)
-        self._infos.pop(topic, None)
+        info = self._infos.pop(topic, None)
+        if info is not None:
+            self._infos_by_id.pop(info.topic_id, None)
         for tp in [tp for tp in self.states if tp.topic == topic]:
             del self.states[tp]
