@@ -84,6 +84,9 @@ class ZkMetadataCache:
         self._infos: dict[str, TopicInfo] = {}
         self._infos_by_id: dict[uuid.UUID, TopicInfo] = {}
         """The same topics by id: Fetch and Produce v13+ name topics by id on every request."""
+        self.leadership_changes = 0
+        """Moves with every change to brokers, assignments or partition states (what
+        :meth:`leadership` answers); Metadata answers cache partitions until it moves."""
         self._changed = asyncio.Event()
         """Set (and replaced) after every change applied: what :meth:`wait_until` waits on."""
         self._events: EventQueue[tuple[str, str]] = EventQueue("zk-metadata", self._handle)
@@ -225,12 +228,14 @@ class ZkMetadataCache:
         )
         self._infos[topic] = info
         self._infos_by_id[info.topic_id] = info
+        self.leadership_changes += 1
 
     async def _read_brokers(self) -> None:
         await self.zk.get_broker_ids(watch=lambda: self._enqueue(_BROKERS))
         brokers = await self.zk.get_brokers()
         if brokers != self.brokers:
             self.brokers = brokers
+            self.leadership_changes += 1
             self.listener.on_brokers_changed(dict(brokers))
 
     async def _read_topics(self, *, everything: bool = False) -> None:
@@ -251,6 +256,7 @@ class ZkMetadataCache:
             self._forget(topic)  # deleted and created again between two reads
             old = None
         self.assignments[topic] = assignment
+        self.leadership_changes += 1
         if old is None:
             self.configs[topic] = await self.zk.get_topic_config(
                 topic, watch=lambda: self._enqueue(("config", topic))
@@ -298,6 +304,7 @@ class ZkMetadataCache:
         ):
             return  # an older state read late: epochs and znode versions only move forward
         self.states[tp] = state
+        self.leadership_changes += 1
         if old != state:
             self.listener.on_partition_changed(
                 tp, assignment.partitions[tp.partition], state, assignment.topic_id
@@ -313,3 +320,4 @@ class ZkMetadataCache:
             self._infos_by_id.pop(info.topic_id, None)
         for tp in [tp for tp in self.states if tp.topic == topic]:
             del self.states[tp]
+            self.leadership_changes += 1

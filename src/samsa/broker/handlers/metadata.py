@@ -18,6 +18,11 @@ cluster or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise), as Kafka's.
 Asked for authorized operations (v8+), a topic answers those the caller may do
 on it, the cluster (v8–v10) those on the cluster (computed only for a caller
 that may DESCRIBE it); without an authorizer, every operation Kafka defines.
+
+A topic's partitions are built once per response version and reused while the
+topic and the cluster's leadership stay the same
+(:attr:`MetadataCache.leadership_changes`): a client's Metadata of a topic of
+10,000 partitions otherwise costs the broker a new entry for each partition.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import respond
+from samsa.broker.api import respond, response_class
 from samsa.broker.authorized_operations import cluster_operations, topic_operations
 from samsa.broker.authorizer import authorize, authorize_cluster, authorized_names
 from samsa.broker.config import BrokerConfig
@@ -34,6 +39,7 @@ from samsa.broker.registry import ApiRegistry
 from samsa.broker.topic_manager import TopicManager
 from samsa.cluster.local import TopicInfo
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.build import build, nested_class
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -96,21 +102,55 @@ def partition_entries(metadata: MetadataCache, info: TopicInfo) -> list[dict[str
     return entries
 
 
-def topic_entry(metadata: MetadataCache, info: TopicInfo, asked: bool) -> dict[str, Any]:
+class BuiltPartitions:
+    """Each topic's partitions as last answered, built for a response version's class and
+    kept while the topic's :class:`TopicInfo` and the cluster's leadership are the same."""
+
+    def __init__(self, metadata: MetadataCache) -> None:
+        self._metadata = metadata
+        self._built: dict[tuple[type, str], tuple[TopicInfo, int, tuple[Any, ...]]] = {}
+
+    def of(self, partition_class: type, info: TopicInfo) -> tuple[Any, ...]:
+        changes = self._metadata.leadership_changes
+        key = (partition_class, info.name)
+        cached = self._built.get(key)
+        if cached is not None and cached[0] is info and cached[1] == changes:
+            return cached[2]
+        built = tuple(build(partition_class, e) for e in partition_entries(self._metadata, info))
+        if len(self._built) > 4 * len(self._metadata.topics()) + 16:
+            self._built.clear()  # deleted topics' entries go (a few versions per topic kept)
+        self._built[key] = (info, changes, built)
+        return built
+
+
+def topic_entry(
+    metadata: MetadataCache, info: TopicInfo, asked: bool, partitions: Any = None
+) -> dict[str, Any]:
+    """A topic's entry; ``partitions`` as built already, or built from the metadata."""
     operations = topic_operations(asked, info.name)
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
         "topic_id": info.topic_id,
         "is_internal": info.is_internal,
-        "partitions": partition_entries(metadata, info),
+        "partitions": partition_entries(metadata, info) if partitions is None else partitions,
         "topic_authorized_operations": operations,
     }
 
 
 def register(registry: ApiRegistry, broker: MetadataServices) -> None:
+    built_partitions = BuiltPartitions(broker.metadata)
+
     async def handle(header: RequestHeader, body: Any) -> Any:
         store = broker.metadata
+        partition_class = nested_class(
+            nested_class(response_class(header.api_key, header.api_version), "topics"),
+            "partitions",
+        )
+
+        def entry(info: TopicInfo, asked: bool) -> dict[str, Any]:
+            return topic_entry(store, info, asked, built_partitions.of(partition_class, info))
+
         requested = body.topics
         if header.api_version == 0 and not requested:
             requested = None  # v0: an empty list means every topic
@@ -123,7 +163,7 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
         topics: list[dict[str, Any]] = []
         if requested is None:
             topics = [
-                topic_entry(store, info, topic_ops)
+                entry(info, topic_ops)
                 for info in store.topics().values()
                 if not info.is_internal and authorize(AclOperation.DESCRIBE, TOPIC, info.name)
             ]
@@ -171,7 +211,7 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                         {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name}
                     )
                 else:
-                    topics.append(topic_entry(store, info, topic_ops))
+                    topics.append(entry(info, topic_ops))
         return respond(
             header,
             {
