@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+import pytest
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -116,6 +117,7 @@ def _metadata_leaders(cluster: LocalCluster, broker_id: int, topic: str) -> dict
     return {int(p.partition_index): int(p.leader_id) for p in response.topics[0].partitions}
 
 
+@pytest.mark.slow
 def test_metadata_names_the_new_leader_after_the_old_leaders_broker_dies(
     cluster: LocalCluster,
 ) -> None:
