@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+import pytest
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -106,3 +107,34 @@ def test_kcat_produces_and_consumes_through_the_cluster(cluster: LocalCluster) -
                            "-f", "%k:%s\n"],
                           capture_output=True, check=True, timeout=60)  # fmt: skip
     assert sorted(read.stdout.decode().splitlines()) == sorted(lines.splitlines())
+
+
+def _metadata_leaders(cluster: LocalCluster, broker_id: int, topic: str) -> dict[int, int]:
+    """Each partition's leader as ``broker_id`` answers Metadata v12."""
+    response = exchange(f"127.0.0.1:{cluster.brokers[broker_id].port}", 3, 12, {
+        "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False})  # fmt: skip
+    return {int(p.partition_index): int(p.leader_id) for p in response.topics[0].partitions}
+
+
+@pytest.mark.slow
+def test_metadata_names_the_new_leader_after_the_old_leaders_broker_dies(
+    cluster: LocalCluster,
+) -> None:
+    admin = _admin(cluster, 1)
+    admin.create_topics([NewTopic("moving", 2, 3)])["moving"].result(30)
+    for partition in range(2):
+        cluster.wait_for_leader("moving", partition)
+    victim = cluster.leader_of("moving", 0)
+    asker = next(b for b in cluster.brokers if b != victim)
+    cluster.wait_until(
+        lambda: _metadata_leaders(cluster, asker, "moving")[0] == victim, "metadata answered"
+    )  # the answer as it was is what a cache would keep
+
+    cluster.kill(victim)
+    leader = cluster.wait_for_leader("moving", 0, not_in=[victim])
+
+    cluster.wait_until(
+        lambda: _metadata_leaders(cluster, asker, "moving")[0] == leader,
+        f"broker {asker} answering {leader} as the new leader",
+    )

@@ -58,12 +58,16 @@ def test_the_cache_sees_new_topics_leaders_moving_and_deletions_in_order(zk_conn
 
             await eventually(lambda: led_by(2, (2, 1)), "orders-0 led by 2")
             assert cache.leader(TopicPartition("orders", 0)) == 2
+            orders = cache.get("orders")
+            assert orders is not None and cache.by_id(orders.topic_id) == orders
+            changes = cache.leadership_changes  # Metadata answers are kept until it moves
 
             # The cache reads through broker 1's session; broker 2 dies (controller or not).
             second = next(b for b in brokers if b.broker_id == 2)
             await second.die()
             brokers.remove(second)
             await eventually(lambda: led_by(1, (1,)), "orders-0 led by 1 after broker 2 died")
+            assert cache.leadership_changes > changes
             assert ("brokers", (1,)) in recorder.calls
 
             await brokers[0].zk.mark_topic_for_deletion("orders")
@@ -73,6 +77,7 @@ def test_the_cache_sees_new_topics_leaders_moving_and_deletions_in_order(zk_conn
 
             await eventually(deleted, "orders deleted")
             assert TopicPartition("orders", 0) not in cache.states
+            assert cache.by_id(orders.topic_id) is None
         finally:
             await cache.stop()
             for broker in brokers:

@@ -60,3 +60,20 @@ def test_no_topic_table_in_an_empty_data_dir_starts_a_new_table(tmp_path: Path) 
     assert store.topics() == {}
     store.create_topic("orders", 1)
     assert (data / "samsa-topics.json").exists()
+
+
+def test_a_topic_is_found_by_its_id_after_a_restart_and_a_change_and_not_after_deletion(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    topic_id = _store(data).create_topic("orders", 1).topic_id
+
+    store = _store(data)  # the id index is rebuilt from the table
+    store.set_partitions("orders", 3)
+    found = store.by_id(topic_id)
+    assert found is not None and (found.name, found.partitions) == ("orders", 3)
+
+    store.delete_topic("orders")
+    recreated = store.create_topic("orders", 1)
+    assert store.by_id(topic_id) is None
+    assert store.by_id(recreated.topic_id) == recreated

@@ -63,14 +63,15 @@ class CloseConnectionRequest(SamsaError):
 
 
 @functools.cache
-def _response_class(api_key: int, version: int) -> Any:
+def response_class(api_key: int, version: int) -> Any:
+    """The kio response class a request of ``api_key`` and ``version`` is answered with."""
     return load_response_schema(api_key, kio_version(api_key, version))
 
 
 def respond(header: RequestHeader, values: dict[str, Any]) -> Any:
     """The kio response of the request's key and version, built from ``values`` (for a
     version older than kio's, the response of the version it is served as)."""
-    return build(_response_class(header.api_key, header.api_version), values)
+    return build(response_class(header.api_key, header.api_version), values)
 
 
 def error_fields(exc: BaseException) -> dict[str, Any]:

@@ -50,6 +50,13 @@ class MetadataCache(Protocol):
         """The active controller's id (-1 when none is known)."""
         ...
 
+    @property
+    def leadership_changes(self) -> int:
+        """Moves whenever a partition's leadership, replicas or ISR, or the live brokers,
+        change: what :meth:`leadership` answers for a topic's :class:`TopicInfo` (the same
+        object) stays the same while this does not move."""
+        ...
+
 
 class LocalMetadataCache:
     """A single node's view: its topic table, and itself as leader of every partition."""
@@ -80,6 +87,10 @@ class LocalMetadataCache:
             return None
         me = (self._node_id,)
         return PartitionLeadership(self._node_id, 0, me, me)
+
+    @property
+    def leadership_changes(self) -> int:
+        return 0  # this broker leads every partition of a topic, as its TopicInfo says
 
     def alive_brokers(self) -> list[BrokerNode]:
         listener = self._advertised()

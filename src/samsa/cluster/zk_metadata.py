@@ -82,6 +82,11 @@ class ZkMetadataCache:
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.controller = -1
         self._infos: dict[str, TopicInfo] = {}
+        self._infos_by_id: dict[uuid.UUID, TopicInfo] = {}
+        """The same topics by id: Fetch and Produce v13+ name topics by id on every request."""
+        self.leadership_changes = 0
+        """Moves with every change to brokers, assignments or partition states (what
+        :meth:`leadership` answers); Metadata answers cache partitions until it moves."""
         self._changed = asyncio.Event()
         """Set (and replaced) after every change applied: what :meth:`wait_until` waits on."""
         self._events: EventQueue[tuple[str, str]] = EventQueue("zk-metadata", self._handle)
@@ -136,7 +141,7 @@ class ZkMetadataCache:
         return self._infos.get(name)
 
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        return next((t for t in self._infos.values() if t.topic_id == topic_id), None)
+        return self._infos_by_id.get(topic_id)
 
     def leadership(self, tp: TopicPartition) -> PartitionLeadership | None:
         assignment = self.assignments.get(tp.topic)
@@ -211,19 +216,26 @@ class ZkMetadataCache:
 
     def _update_info(self, topic: str) -> None:
         assignment = self.assignments[topic]
-        self._infos[topic] = TopicInfo(
+        old = self._infos.get(topic)
+        if old is not None:
+            self._infos_by_id.pop(old.topic_id, None)
+        info = TopicInfo(
             topic,
             assignment.topic_id,
             len(assignment.partitions),
             dict(self.configs.get(topic, {})),
             topic in INTERNAL_TOPICS,
         )
+        self._infos[topic] = info
+        self._infos_by_id[info.topic_id] = info
+        self.leadership_changes += 1
 
     async def _read_brokers(self) -> None:
         await self.zk.get_broker_ids(watch=lambda: self._enqueue(_BROKERS))
         brokers = await self.zk.get_brokers()
         if brokers != self.brokers:
             self.brokers = brokers
+            self.leadership_changes += 1
             self.listener.on_brokers_changed(dict(brokers))
 
     async def _read_topics(self, *, everything: bool = False) -> None:
@@ -244,6 +256,7 @@ class ZkMetadataCache:
             self._forget(topic)  # deleted and created again between two reads
             old = None
         self.assignments[topic] = assignment
+        self.leadership_changes += 1
         if old is None:
             self.configs[topic] = await self.zk.get_topic_config(
                 topic, watch=lambda: self._enqueue(("config", topic))
@@ -291,6 +304,7 @@ class ZkMetadataCache:
         ):
             return  # an older state read late: epochs and znode versions only move forward
         self.states[tp] = state
+        self.leadership_changes += 1
         if old != state:
             self.listener.on_partition_changed(
                 tp, assignment.partitions[tp.partition], state, assignment.topic_id
@@ -301,6 +315,9 @@ class ZkMetadataCache:
         self.listener.on_topic_deleted(topic)
         self.assignments.pop(topic, None)
         self.configs.pop(topic, None)
-        self._infos.pop(topic, None)
+        info = self._infos.pop(topic, None)
+        if info is not None:
+            self._infos_by_id.pop(info.topic_id, None)
         for tp in [tp for tp in self.states if tp.topic == topic]:
             del self.states[tp]
+            self.leadership_changes += 1

@@ -129,6 +129,14 @@ def build(cls: type, values: Mapping[str, Any]) -> Any:
     return cls(**kwargs)
 
 
+def nested_class(cls: type, name: str) -> type:
+    """The kio class of ``cls``'s field ``name`` (the item class of an array of entities)."""
+    for plan in _plan(cls):
+        if plan.name == name and plan.nested is not None:
+            return plan.nested
+    raise KeyError(f"{cls.__name__} has no entity field {name!r}")
+
+
 def field_names(cls: type) -> frozenset[str]:
     """The field names a kio class has (to test whether a version carries a field)."""
     return frozenset(p.name for p in _plan(cls))

@@ -18,23 +18,37 @@ cluster or on the topic (TOPIC_AUTHORIZATION_FAILED otherwise), as Kafka's.
 Asked for authorized operations (v8+), a topic answers those the caller may do
 on it, the cluster (v8–v10) those on the cluster (computed only for a caller
 that may DESCRIBE it); without an authorizer, every operation Kafka defines.
+
+A topic's entry is encoded once per response version and reused while the
+topic, the cluster's leadership (:attr:`MetadataCache.leadership_changes`) and
+the operations answered stay the same; the response is encoded around the
+entries. A client's Metadata of a topic of 10,000 partitions otherwise costs the
+broker an encoding of each partition. With request quotas on (whose throttle may
+rewrite the response) and for versions kio lacks, responses are encoded whole.
 """
 
 from __future__ import annotations
 
+import io
+import struct
 from typing import Any, Protocol
 
+from kio.serial import entity_writer
+
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import respond
+from samsa.broker.api import RawResponse, respond, response_class
 from samsa.broker.authorized_operations import cluster_operations, topic_operations
 from samsa.broker.authorizer import authorize, authorize_cluster, authorized_names
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.quota.manager import ClientQuotas
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.topic_manager import TopicManager
 from samsa.cluster.local import TopicInfo
 from samsa.errors import ErrorCode, KafkaError
-from samsa.protocol.codec import RequestHeader
+from samsa.protocol.build import build, nested_class
+from samsa.protocol.codec import RequestHeader, encode_response
+from samsa.protocol.legacy import legacy_version
 from samsa.types import TopicPartition
 
 
@@ -50,9 +64,13 @@ class MetadataServices(Protocol):
     @property
     def topics(self) -> TopicManager: ...
 
+    @property
+    def client_quotas(self) -> ClientQuotas: ...
+
 
 API_KEY = 3
 DESCRIBE_TOPIC_PARTITIONS = 75
+FLEXIBLE_FROM = 9
 TOPIC = ResourceType.TOPIC
 
 
@@ -96,8 +114,7 @@ def partition_entries(metadata: MetadataCache, info: TopicInfo) -> list[dict[str
     return entries
 
 
-def topic_entry(metadata: MetadataCache, info: TopicInfo, asked: bool) -> dict[str, Any]:
-    operations = topic_operations(asked, info.name)
+def topic_entry(metadata: MetadataCache, info: TopicInfo, operations: int) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
@@ -108,9 +125,89 @@ def topic_entry(metadata: MetadataCache, info: TopicInfo, asked: bool) -> dict[s
     }
 
 
+def encode_entity(cls: type, values: dict[str, Any]) -> bytes:
+    """``values`` built as a ``cls`` and written as it goes on the wire."""
+    out = io.BytesIO()
+    entity_writer(cls)(out, build(cls, values))
+    return out.getvalue()
+
+
+class EncodedTopics:
+    """Each topic's entry as last answered, encoded for a response version's topic class,
+    and kept while the topic's :class:`TopicInfo`, the cluster's leadership and the
+    operations answered are the same."""
+
+    def __init__(self, metadata: MetadataCache) -> None:
+        self._metadata = metadata
+        self._encoded: dict[tuple[type, str], tuple[TopicInfo, int, int, bytes]] = {}
+
+    def of(self, topic_class: type, info: TopicInfo, operations: int) -> bytes:
+        changes = self._metadata.leadership_changes
+        key = (topic_class, info.name)
+        cached = self._encoded.get(key)
+        if (
+            cached is not None
+            and cached[0] is info
+            and cached[1] == changes
+            and cached[2] == operations
+        ):
+            return cached[3]
+        encoded = encode_entity(topic_class, topic_entry(self._metadata, info, operations))
+        if len(self._encoded) > 4 * len(self._metadata.topics()) + 16:
+            self._encoded.clear()  # deleted topics' entries go (a few versions per topic kept)
+        self._encoded[key] = (info, changes, operations, encoded)
+        return encoded
+
+
+def _after_topics(version: int) -> int:
+    """The bytes a Metadata response of ``version`` writes after its topics array (with
+    nothing tagged): cluster_authorized_operations (v8–10), error_code (v13), tags (v9+)."""
+    return (4 if 8 <= version <= 10 else 0) + (2 if version >= 13 else 0) + (version >= 9)
+
+
+def splice_topics(header: RequestHeader, response: Any, topics: list[bytes]) -> RawResponse | None:
+    """``response`` (built with no topics) encoded with ``topics``' encoded entries as its
+    topics array; None when its layout is not the one expected (a legacy version)."""
+    version = header.api_version
+    if legacy_version(header.api_key, version) is not None:
+        return None
+    frame = encode_response(header.correlation_id, response)
+    flexible = version >= FLEXIBLE_FROM
+    empty = b"\x01" if flexible else b"\0\0\0\0"
+    end = len(frame) - _after_topics(version)
+    if frame[end - len(empty) : end] != empty:
+        return None
+    count = _unsigned_varint(len(topics) + 1) if flexible else struct.pack(">i", len(topics))
+    body = b"".join([frame[4 : end - len(empty)], count, *topics, frame[end:]])
+    return RawResponse([struct.pack(">i", len(body)) + body], len(body) + 4)
+
+
+def _unsigned_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def register(registry: ApiRegistry, broker: MetadataServices) -> None:
+    encoded_topics = EncodedTopics(broker.metadata)
+
     async def handle(header: RequestHeader, body: Any) -> Any:
         store = broker.metadata
+        # Topics are answered as encoded entries spliced into the response, unless request
+        # quotas may need to rewrite the response's throttle time.
+        splice = not broker.client_quotas.request.enabled and legacy_version(
+            header.api_key, header.api_version) is None  # fmt: skip
+        topic_class = nested_class(response_class(header.api_key, header.api_version), "topics")
+
+        def entry(info: TopicInfo, asked: bool) -> dict[str, Any] | bytes:
+            operations = topic_operations(asked, info.name)
+            if not splice:
+                return topic_entry(store, info, operations)
+            return encoded_topics.of(topic_class, info, operations)
+
         requested = body.topics
         if header.api_version == 0 and not requested:
             requested = None  # v0: an empty list means every topic
@@ -120,10 +217,10 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
         )
         # v8+ may ask for the authorized operations; v11 dropped the cluster flag.
         topic_ops = getattr(body, "include_topic_authorized_operations", False)
-        topics: list[dict[str, Any]] = []
+        topics: list[dict[str, Any] | bytes] = []
         if requested is None:
             topics = [
-                topic_entry(store, info, topic_ops)
+                entry(info, topic_ops)
                 for info in store.topics().values()
                 if not info.is_internal and authorize(AclOperation.DESCRIBE, TOPIC, info.name)
             ]
@@ -171,8 +268,8 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                         {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name}
                     )
                 else:
-                    topics.append(topic_entry(store, info, topic_ops))
-        return respond(
+                    topics.append(entry(info, topic_ops))
+        response = respond(
             header,
             {
                 "throttle_time": 0,
@@ -187,13 +284,20 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                 ],
                 "cluster_id": store.cluster_id,
                 "controller_id": store.controller_id(),
-                "topics": topics,
+                "topics": [] if splice else topics,
                 "cluster_authorized_operations": cluster_operations(
                     getattr(body, "include_cluster_authorized_operations", False)
                     and authorize_cluster(AclOperation.DESCRIBE)
                 ),
             },
         )
+        if not splice:
+            return response
+        raw = splice_topics(header, response, [
+            t if isinstance(t, bytes) else encode_entity(topic_class, t) for t in topics
+        ])  # fmt: skip
+        assert raw is not None, f"Metadata v{header.api_version} is not laid out as expected"
+        return raw
 
     async def describe_topic_partitions(header: RequestHeader, body: Any) -> Any:
         """DescribeTopicPartitions (key 75, v0, KIP-966): Metadata's partitions, in pages of
