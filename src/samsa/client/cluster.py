@@ -166,6 +166,8 @@ class Cluster:
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self._failures: dict[int, tuple[int, float]] = {}  # node → (attempts, monotonic time)
         self._on_connect: dict[int, set[Callable[[], object]]] = {}  # called after an attempt
+        self.on_refresh: list[Callable[[], object]] = []
+        """Called after each refresh attempt (a client placing records that awaited it)."""
         self._coordinators: dict[tuple[int, str], int] = {}
         self._closed = False
         self.authentication_error: KafkaError | None = None
@@ -300,6 +302,8 @@ class Cluster:
         finally:
             updated, self._updated = self._updated, asyncio.Event()
             updated.set()
+            for callback in self.on_refresh:
+                callback()
 
     def _apply(self, response: Any, all_topics: bool) -> None:
         self.nodes = {

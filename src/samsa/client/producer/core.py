@@ -195,6 +195,9 @@ class AsyncProducer:
             config=self.config,
             before_round=self._place_waiting,
         )
+        # Records awaiting their topic's metadata are placed by the sender's next round:
+        # wake it when a refresh ends rather than at its idle poll.
+        self._cluster.on_refresh.append(self._metadata_refreshed)
         self._cluster.start_background()
         self._sender_task = self._loop.create_task(
             self._sender.run(), name=f"samsa-sender-{self.client_id}"
@@ -463,6 +466,10 @@ class AsyncProducer:
         self._accumulator.append_encoded(batch)
         assert self._sender is not None
         self._sender.wakeup()
+
+    def _metadata_refreshed(self) -> None:
+        if self._waiting and self._sender is not None:
+            self._sender.wakeup()
 
     def _wakeup_sender(self) -> None:
         if self._sender is not None:
