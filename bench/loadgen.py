@@ -28,6 +28,7 @@ from ``produce()`` to the delivery report.
     .venv/bin/python bench/loadgen.py                # ~3 minutes: 2 rounds
     .venv/bin/python bench/loadgen.py --quick        # ~40 s: 1 round, smaller
     .venv/bin/python bench/loadgen.py --json out.json
+    .venv/bin/python bench/loadgen.py --only-latency --repeat 3   # broker CPU per request
 
 Results and analysis: bench/RESULTS.md, section "Load generator".
 """
@@ -193,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-rate", type=float, default=5000.0,
                         help="records/s of the latency case (0: skip it)")  # fmt: skip
     parser.add_argument("--latency-seconds", type=float, default=5.0)
+    parser.add_argument("--only-latency", action="store_true",
+                        help="run only the latency case, --repeat times (broker CPU per "
+                        "one-record request)")  # fmt: skip
     parser.add_argument("--quiet-wait", type=float, default=3.0,
                         help="before each run, wait up to this long for other processes "
                         "to go quiet (default 3 s)")  # fmt: skip
@@ -219,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.start()
         print(f"broker pid {broker.pid} on {broker.bootstrap}; generator {binary}")
         load0 = os.getloadavg()
-        for r in range(repeat):
+        for r in range(0 if args.only_latency else repeat):
             for size, n in ((100, small), (1024, large)):
                 for partitions in partition_counts:
                     processes = min(partitions, args.max_processes)
@@ -251,8 +255,9 @@ def main(argv: list[str] | None = None) -> int:
                             broker,
                         ))  # fmt: skip
                         delete_topic(broker.bootstrap, topic)
-        if args.latency_rate > 0:
-            topic = "lg-latency"
+        for r in range(repeat if args.only_latency and args.latency_rate > 0 else
+                       1 if args.latency_rate > 0 else 0):  # fmt: skip
+            topic = f"lg-latency-{r}"
             create_topic(broker.bootstrap, topic, 1)
             wait_quiet(broker, args.quiet_wait)
             runs.append(run(

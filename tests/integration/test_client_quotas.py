@@ -99,13 +99,15 @@ def _topic(broker: BrokerProcess) -> str:
     return name
 
 
-def _produce_frame(topic: str, client_id: str, size: int, correlation_id: int = 1) -> bytes:
+def _produce_frame(
+    topic: str, client_id: str, size: int, correlation_id: int = 1, version: int = 9
+) -> bytes:
     batch = make_batch([b"v" * size], timestamp=int(time.time() * 1000))
     values = {
         "transactional_id": None, "acks": 1, "timeout": 10_000,
         "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": bytes(batch)}]}],
     }  # fmt: skip
-    return request_frame(PRODUCE, 9, values, correlation_id, client_id)
+    return request_frame(PRODUCE, version, values, correlation_id, client_id)
 
 
 def produce_throttle_ms(address: str, topic: str, client_id: str, size: int) -> int:
@@ -290,6 +292,21 @@ def _ends_a_burst(throttle_s: float) -> bool:
 def _ends_a_throttled_phase(throttle_s: float) -> bool:
     """librdkafka reports a throttle of 0 when a throttled phase is over."""
     return throttle_s == 0
+
+
+@pytest.mark.parametrize("version", [8, 9])  # the response turned flexible at 9
+def test_a_produce_over_request_percentage_carries_the_throttle_time(
+    broker: BrokerProcess, version: int
+) -> None:
+    topic, client = _topic(broker), _name("client")
+    _alter(broker, {"client-id": client}, request_percentage=0.00001)
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as sock:
+        sock.sendall(_produce_frame(topic, client, 100, correlation_id=3, version=version))
+        response = read_response(sock, PRODUCE, version)
+
+    assert 0 < response.throttle_time.total_seconds() <= 1.0
+    assert response.responses[0].partition_responses[0].error_code.value == 0
 
 
 @pytest.mark.parametrize("version", [11, 12])  # the response header grew a byte at 12

@@ -1,7 +1,8 @@
 """What a request handler is, and the helpers every handler answers with.
 
 A handler takes the request header and the kio body and returns a kio
-response, a :class:`RawResponse` (already-encoded bytes and file regions), a
+response, the encoded response frame as ``bytes`` (Produce v3+, which the connection
+writes as it is), a :class:`RawResponse` (already-encoded bytes and file regions), a
 :class:`Deferred` (a response that will be ready later: the connection goes on
 with the next request meanwhile), or None for no response; it may raise
 :class:`CloseConnectionRequest` to have the client's connection closed.
@@ -25,8 +26,8 @@ from samsa.protocol.codec import RequestHeader
 from samsa.protocol.legacy import kio_version
 
 Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
-"""Takes the request header and kio body; returns a kio response, a :class:`RawResponse`,
-or None for no response."""
+"""Takes the request header and kio body; returns a kio response, an encoded frame
+(``bytes``), a :class:`RawResponse`, a :class:`Deferred`, or None for no response."""
 
 client_host: ContextVar[str] = ContextVar("client_host", default="")
 """The peer of the connection whose request is being served ("/127.0.0.1", as Kafka shows it)."""
@@ -55,7 +56,7 @@ class Deferred:
     meanwhile and still writes every response in request order."""
 
     response: Awaitable[Any]
-    """Gives the kio response (or a RawResponse, or None)."""
+    """Gives the kio response (or an encoded frame, a RawResponse, or None)."""
 
 
 class CloseConnectionRequest(SamsaError):

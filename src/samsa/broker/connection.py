@@ -86,6 +86,7 @@ from samsa.protocol.error_response import error_response
 from samsa.protocol.fetch_response import with_throttle_time
 from samsa.protocol.framing import FrameError
 from samsa.protocol.produce_request import decode_produce_request
+from samsa.protocol.produce_response import with_throttle_time as with_produce_throttle_time
 from samsa.security.tls import TlsConfigError, distinguished_name
 
 log = logging.getLogger(__name__)
@@ -643,7 +644,7 @@ class Connection(asyncio.BufferedProtocol):
                 return asyncio.ensure_future(
                     self._finish(api_key, api_version, correlation_id, response, timing)
                 )
-            if response is None or isinstance(response, RawResponse):
+            if response is None or isinstance(response, RawResponse | bytes):
                 return response
             _note_top_level_error(response, timing)
             return encode_response_for(api_key, api_version, correlation_id, response)
@@ -689,7 +690,10 @@ class Connection(asyncio.BufferedProtocol):
         if throttle_ms <= 0:
             return response
         throttle.add(throttle_ms)
-        if isinstance(response, RawResponse):  # only Fetch answers already encoded
+        if isinstance(response, bytes):  # Produce answers encoded (v3+)
+            assert header.api_key == PRODUCE_KEY
+            return with_produce_throttle_time(header.api_version, response, throttle.ms)
+        if isinstance(response, RawResponse):  # Fetch answers encoded, with file regions
             assert header.api_key == FETCH_KEY
             chunks = with_throttle_time(header.api_version, response.chunks, throttle.ms)
             return RawResponse(chunks, response.size)
@@ -712,7 +716,7 @@ class Connection(asyncio.BufferedProtocol):
             now = time.monotonic()
             timing.remote += now - timing.ready
             timing.ready = now
-            if response is None or isinstance(response, RawResponse):
+            if response is None or isinstance(response, RawResponse | bytes):
                 return response
             _note_top_level_error(response, timing)
             return encode_response_for(api_key, api_version, correlation_id, response)

@@ -24,6 +24,10 @@ transactional batch's partition was added to its transaction (KIP-890) and
 refuses it otherwise; samsa does not verify, and accepts transactional batches
 with the usual idempotence checks.
 
+Responses to v3–13 are encoded here, from the handler's values, without kio's
+entities (:mod:`samsa.protocol.produce_response`); v0–2 go through kio and the
+old layout.
+
 A client over its ``producer_byte_rate`` (the request's bytes count) gets its
 answer with ``throttle_time_ms`` and is then muted for that long
 (:mod:`samsa.broker.quota`).
@@ -56,6 +60,8 @@ from samsa.errors import (
 )
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
+from samsa.protocol.produce_response import FIRST_VERSION as FIRST_ENCODED_VERSION
+from samsa.protocol.produce_response import encode_produce_response
 from samsa.records.batch import iter_batches
 from samsa.records.builder import now_ms
 from samsa.records.legacy import is_message_set, message_set_to_batch
@@ -176,7 +182,7 @@ def register(
             if failed is not None:
                 raise CloseConnectionRequest(f"acks=0 produce failed: {failed}")
             return None
-        return respond(header, {"responses": topics, "throttle_time": throttle.ms})
+        return _answer(header, topics, throttle.ms)
 
     async def replicated(
         header: RequestHeader,
@@ -191,13 +197,23 @@ def register(
         for (entry, _), code in zip(replicating, codes, strict=True):
             if code:
                 _replication_failed(entry, code)
-        return respond(header, {"responses": topics, "throttle_time": throttle_ms})
+        return _answer(header, topics, throttle_ms)
 
     def _replication_failed(entry: dict[str, Any], code: ErrorCode) -> None:
         entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
         note_error(code)
 
     registry.add(API_KEY, 0, 13, handle)
+
+
+def _answer(header: RequestHeader, topics: list[dict[str, Any]], throttle_ms: int) -> Any:
+    """The response: v3–13 encoded here (:mod:`samsa.protocol.produce_response`), the
+    versions kio lacks through kio's classes and the old layout."""
+    if header.api_version >= FIRST_ENCODED_VERSION:
+        return encode_produce_response(
+            header.api_version, header.correlation_id, topics, throttle_ms
+        )
+    return respond(header, {"responses": topics, "throttle_time": throttle_ms})
 
 
 def _transaction_refused(transactional_id: str | None) -> KafkaError | None:
