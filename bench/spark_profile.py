@@ -100,12 +100,17 @@ class _Cpu:
 CATEGORIES = [
     ("samsa: client I/O thread (event loop, in C below this frame)", "LoopThread._run"),
     # (category, a substring of a frame "function (file)"), first match from the leaf up wins
-    ("samsa: fetch response parsing / consumer", "samsa/client"),
+    ("samsa: client (consumer/producer) in Python", "samsa/client"),
     ("samsa: record decoding to Arrow (columns.py)", "samsa/spark/columns.py"),
     ("samsa: record encoding from Arrow (batches.py)", "samsa/spark/batches.py"),
     ("samsa: records module", "samsa/records"),
     ("samsa: protocol", "samsa/protocol"),
     ("samsa: spark reader/writer", "samsa/spark"),
+    ("pyspark: gc.collect() after each task", "(daemon.py:275)"),
+    ("pyspark: Arrow serialization / worker protocol", "(serializers.py:"),
+    ("pyspark: Arrow serialization / worker protocol", "(conversion.py:"),
+    ("pyspark: Arrow serialization / worker protocol", "(worker.py:"),
+    ("pyspark: Arrow serialization / worker protocol", "(daemon.py:"),
     ("pyspark: Arrow serialization / worker protocol", "pyspark/"),
     ("pyarrow", "pyarrow"),
     ("numpy", "numpy"),
