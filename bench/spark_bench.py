@@ -5,6 +5,7 @@ building Arrow batches versus row tuples on an executor.
     python bench/spark_bench.py [--records N]
     python bench/spark_bench.py --versus-parquet [--writes-only] [--records N]
     python bench/spark_bench.py --micro-batches [--seconds S]
+    python bench/spark_bench.py --eos-throughput [--records N] [--per-trigger M]
 
 ``--task-steps`` times, without Spark, what one write task of the exactly-once sink
 does (new producer, init_transactions, the group's offset, 50 sends, the offsets,
@@ -17,6 +18,11 @@ source with no client (``counter``, 100 rows in 2 tasks a batch) → noop, and s
 through the exactly-once stream writer, each run for ``--seconds``; it prints the
 median of each phase Spark reports (``durationMs``: latestOffset and getBatch are
 the source's planning on the driver, addBatch runs the tasks and the sink's commit).
+
+``--eos-throughput`` measures only the exactly-once stream samsa → samsa: ``--records``
+rows of 100 B pre-filled, Trigger.AvailableNow with ``--per-trigger`` rows a micro-batch
+at most (after a warm-up query of 1 000 rows), rows/s over the whole query and over its
+micro-batches, the output counted with a read_committed consumer.
 
 ``--versus-parquet`` measures only reads and writes next to Parquet in the same
 session, for 100 B and 1 KiB values: a batch read of ``sum(length(value))`` from a
@@ -36,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from samsa import Admin, Producer
 from samsa.client.admin import NewTopic
@@ -232,6 +239,76 @@ def micro_batches(spark: object, bootstrap: str, work: Path, seconds: float) -> 
               + "  ".join(f"{phases[k]:.0f}" for k in ("triggerExecution", *PHASES)))  # fmt: skip
 
 
+def eos_throughput(spark: object, bootstrap: str, work: Path, n: int, per_trigger: int) -> None:
+    """Rows/s of a streaming query samsa → samsa through the exactly-once sink: ``n``
+    rows of 100 B pre-filled, Trigger.AvailableNow, ``per_trigger`` rows a micro-batch
+    at most; the output counted by a read_committed consumer."""
+    from pyspark.sql import SparkSession
+
+    from samsa.client.consumer import Consumer
+    from samsa.types import TopicPartition
+
+    assert isinstance(spark, SparkSession)
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic("eos-in", 2), NewTopic("eos-out", 2)])
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        for i in range(n):
+            producer.send("eos-in", b"x" * 100, key=b"%d" % i)
+
+    def run(source: str, sink: str) -> Any:
+        query = (
+            spark.readStream.format("samsa")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(per_trigger))
+            .load()
+            .selectExpr("key", "value")
+            .writeStream.format("samsa")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", sink)
+            .option("checkpointLocation", str(work / f"cp-{source}"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        return query
+
+    # Warm-up: the broker creates its transaction-state and group-offset topics at their
+    # first use (seconds), and Spark starts its Python workers.
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        admin.create_topics([NewTopic("eos-warm", 2), NewTopic("eos-warm-out", 2)])
+    with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
+        for i in range(1000):
+            producer.send("eos-warm", b"x" * 100, key=b"%d" % i)
+    run("eos-warm", "eos-warm-out")
+    load = os.getloadavg()[0]
+    t = time.perf_counter()
+    query = run("eos-in", "eos-out")
+    seconds = time.perf_counter() - t
+    batches = [p for p in query.recentProgress if p["numInputRows"]]
+    committed = 0
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "isolation.level": "read_committed",
+         "enable.auto.commit": False}
+    )  # fmt: skip
+    consumer.assign([TopicPartition("eos-out", 0), TopicPartition("eos-out", 1)])
+    consumer.seek_to_beginning()
+    deadline = time.monotonic() + 60
+    while committed < n and time.monotonic() < deadline:
+        committed += len(consumer.poll(1.0, 10_000))
+    consumer.close()
+    print(f"exactly-once samsa → samsa  {n / seconds:>10,.0f} rows/s  ({n} rows of 100 B in "
+          f"{seconds:.1f} s, {len(batches)} micro-batches of at most {per_trigger}, "
+          f"read_committed count {committed}, load average {load:.1f} → "
+          f"{os.getloadavg()[0]:.1f})")  # fmt: skip
+    in_batches = sum(p["durationMs"]["triggerExecution"] for p in batches) / 1000
+    print(f"  in its micro-batches: {n / in_batches:,.0f} rows/s (the query's start left out)")
+    for phase in ("triggerExecution", "addBatch", "commitOffsets"):
+        times = [p["durationMs"].get(phase, 0) for p in batches]
+        print(f"  {phase}: ms a micro-batch {times}")
+
+
 def _best_rate(rows: int, runs: int, work: object) -> float:
     """Rows/s of the fastest of ``runs`` calls of ``work`` (after one unmeasured call)."""
     assert callable(work)
@@ -387,6 +464,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--micro-batches", action="store_true")
     parser.add_argument("--task-steps", action="store_true")
+    parser.add_argument(
+        "--eos-throughput",
+        action="store_true",
+        help="only the exactly-once stream samsa → samsa: rows/s of --records 100 B rows",
+    )
+    parser.add_argument(
+        "--per-trigger",
+        type=int,
+        default=100_000,
+        help="with --eos-throughput: maxOffsetsPerTrigger",
+    )
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument(
         "--writes-only", action="store_true", help="with --versus-parquet: only the writes"
@@ -420,7 +508,7 @@ def main() -> None:
         with Admin({"bootstrap.servers": bootstrap}) as admin:
             admin.create_topics([NewTopic("bench", 2), NewTopic("bench-out", 2)])
         with Producer({"bootstrap.servers": bootstrap, "linger.ms": 5}) as producer:
-            for i in range(0 if args.micro_batches else n):
+            for i in range(0 if args.micro_batches or args.eos_throughput else n):
                 producer.send("bench", b"x" * 100, key=b"%d" % i)
         spark = (
             SparkSession.builder.master("local[2]")
@@ -430,6 +518,10 @@ def main() -> None:
         )
         spark.sparkContext.setLogLevel("ERROR")
         samsa.spark.register(spark)
+        if args.eos_throughput:
+            eos_throughput(spark, bootstrap, work, n, args.per_trigger)
+            spark.stop()
+            return
         if args.micro_batches:
             micro_batches(spark, bootstrap, work, args.seconds)
             spark.stop()

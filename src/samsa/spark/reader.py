@@ -42,6 +42,7 @@ from samsa.spark.offsets import (
 )
 from samsa.spark.options import SourceOptions
 from samsa.spark.planning import DataLossError, OffsetPlanner
+from samsa.spark.worker import settle_imports
 from samsa.types import TopicPartition
 
 __all__ = [
@@ -89,6 +90,7 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
 
     from samsa.client.consumer import Consumer
 
+    settle_imports()
     if rng.size == 0:
         return
     tp = rng.topic_partition

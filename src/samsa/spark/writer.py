@@ -67,6 +67,7 @@ from samsa.spark.transactions import (
     end_transactions,
     prepared_transaction,
 )
+from samsa.spark.worker import settle_imports
 from samsa.types import TopicPartition
 
 __all__ = ["SamsaBatchWriter", "SamsaCommitMessage", "SamsaStreamWriter", "check_sink_schema"]
@@ -238,6 +239,7 @@ class SamsaBatchWriter(DataSourceArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        settle_imports()
         with _producer(self.options) as producer:
             rows = _Rows(self.options, producer, _partition_id())
             rows.send_all(iterator)
@@ -265,6 +267,7 @@ class SamsaStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        settle_imports()
         context = TaskContext.get()
         batch_id = None if context is None else context.getLocalProperty("streaming.sql.batchId")
         query_id = None if context is None else context.getLocalProperty("sql.streaming.queryId")
