@@ -22,6 +22,8 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from samsa.protocol.wire import encode_uvarint
+
 __all__ = ["FIRST_VERSION", "LAST_VERSION", "encode_produce_response", "with_throttle_time"]
 
 FIRST_VERSION = 3
@@ -43,20 +45,11 @@ _names: dict[tuple[str, bool], bytes] = {}
 _MAX_NAMES = 10_000
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _name(name: str, flexible: bool) -> bytes:
     encoded = _names.get((name, flexible))
     if encoded is None:
         raw = name.encode()
-        encoded = (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+        encoded = (encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
         if len(_names) < _MAX_NAMES:
             _names[name, flexible] = encoded
     return encoded
@@ -66,11 +59,11 @@ def _nullable_string(value: str | None, flexible: bool) -> bytes:
     if value is None:
         return b"\0" if flexible else b"\xff\xff"
     raw = value.encode()
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def _count(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
+    return encode_uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def encode_produce_response(

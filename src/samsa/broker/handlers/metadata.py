@@ -49,6 +49,7 @@ from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.build import build, nested_class
 from samsa.protocol.codec import RequestHeader, encode_response
 from samsa.protocol.legacy import legacy_version
+from samsa.protocol.wire import encode_uvarint
 from samsa.types import TopicPartition
 
 
@@ -177,18 +178,9 @@ def splice_topics(header: RequestHeader, response: Any, topics: list[bytes]) -> 
     end = len(frame) - _after_topics(version)
     if frame[end - len(empty) : end] != empty:
         return None
-    count = _unsigned_varint(len(topics) + 1) if flexible else struct.pack(">i", len(topics))
+    count = encode_uvarint(len(topics) + 1) if flexible else struct.pack(">i", len(topics))
     body = b"".join([frame[4 : end - len(empty)], count, *topics, frame[end:]])
     return RawResponse([struct.pack(">i", len(body)) + body], len(body) + 4)
-
-
-def _unsigned_varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def register(registry: ApiRegistry, broker: MetadataServices) -> None:
