@@ -699,13 +699,9 @@ class ReplicaManager:
         partitions = [p for tp in tps if (p := self._partitions.get(tp)) is not None]
         for partition in partitions:
             partition.waiters.add(waiter)
-        self.delayed_fetches += 1
         try:
-            await asyncio.wait_for(waiter, timeout_s)
-        except TimeoutError:
-            pass
+            await self._delayed(waiter, timeout_s)
         finally:
-            self.delayed_fetches -= 1
             for partition in partitions:
                 partition.waiters.discard(waiter)
 
@@ -715,6 +711,14 @@ class ReplicaManager:
             return
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         session.waiter = waiter
+        try:
+            await self._delayed(waiter, timeout_s)
+        finally:
+            if session.waiter is waiter:
+                session.waiter = None
+
+    async def _delayed(self, waiter: asyncio.Future[None], timeout_s: float) -> None:
+        """Wait for ``waiter`` up to ``timeout_s``, counted as a delayed fetch meanwhile."""
         self.delayed_fetches += 1
         try:
             await asyncio.wait_for(waiter, timeout_s)
@@ -722,8 +726,6 @@ class ReplicaManager:
             pass
         finally:
             self.delayed_fetches -= 1
-            if session.waiter is waiter:
-                session.waiter = None
 
     def shutdown(self) -> None:
         for task in self._isr_writes:
