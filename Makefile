@@ -14,10 +14,18 @@ RDKAFKA_DEV := $(VENV)/.librdkafka-dev
 
 .PHONY: run cluster faults console test test-slow lint bench pipeline clean
 
-$(STAMP): pyproject.toml constraints.txt
+# setup.py builds samsa's optional C helper (src/samsa/records/_native.c) when a C
+# compiler and Python's headers are there; the tests run it and its Python fallback,
+# so they are installed here (gcc, python3-dev) when missing.
+$(STAMP): pyproject.toml constraints.txt setup.py src/samsa/records/_native.c
 	@$(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' 2>/dev/null \
 	  || { echo "python venv support missing: installing python3-venv"; \
 	       apt-get update -qq && apt-get install -y -qq python3-venv; }
+	@command -v gcc >/dev/null 2>&1 && $(PYTHON) -c 'import os, sysconfig, sys; \
+	  sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+	  || { echo "installing gcc and Python's headers (Debian packages) for samsa's C helper"; \
+	       SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	       $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq gcc python3-dev; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -c constraints.txt -e '.[dev,console]'

@@ -321,17 +321,18 @@ def _best_rate(rows: int, runs: int, work: object) -> float:
     return rows / best
 
 
-def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float]:
+def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float, float]:
     """Executor-side rows/s, fetched batches → one Arrow batch, for ``size``-byte values
     in batches of 16 KiB (the producer's default ``batch.size``), 64 to a fetch: through
-    consumer records
-    (the reader's former path) and decoded straight into columns (its path now)."""
+    consumer records (the reader's former path), and decoded straight into columns (its
+    path now) with the C helper's scan and with the numpy one."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from samsa.client.consumer.types import ConsumerRecord
     from samsa.records import RecordBatchBuilder, read_batch
     from samsa.records.reader import record_tuples
+    from samsa.spark import columns
     from samsa.spark.columns import ArrowBatchDecoder
     from samsa.spark.rows import ArrowRows, source_schema
     from samsa.types import TopicPartition
@@ -362,7 +363,23 @@ def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float]:
     def via_columns() -> None:
         pa.concat_batches([decoder(tp, fetch, 0).batch for fetch in fetches])  # type: ignore[union-attr]
 
-    return _best_rate(rows, 3, via_records), _best_rate(rows, 3, via_columns)
+    kept = columns._scan
+    try:
+        columns._scan = columns._scan_native
+        with_c = _best_rate(rows, 5, via_columns)
+        columns._scan = columns._scan_numpy
+        with_numpy = _best_rate(rows, 5, via_columns)
+    finally:
+        columns._scan = kept
+    return _best_rate(rows, 3, via_records), with_c, with_numpy
+
+
+def print_decode_rates() -> None:
+    for size in (100, 1024):
+        records, with_c, with_numpy = decode_rates(size)
+        print(f"decode {size:>4} B  records → Arrow {records:>10,.0f} rows/s  "
+              f"batches → Arrow columns: C scan {with_c:>10,.0f} rows/s, "
+              f"numpy scan {with_numpy:>10,.0f} rows/s")  # fmt: skip
 
 
 def versus_parquet(
@@ -377,10 +394,7 @@ def versus_parquet(
 ) -> None:
     """Read and write rows/s of the samsa source next to Parquet, same session."""
     if not writes_only:
-        for size in (100, 1024):
-            records, columns = decode_rates(size)
-            print(f"decode {size:>4} B  records → Arrow {records:>10,.0f} rows/s  "
-                  f"batches → Arrow columns {columns:>10,.0f} rows/s")  # fmt: skip
+        print_decode_rates()
     for size in (100, 1024):
         rows = n if size == 100 else max(n // 3, 1)
         _versus_parquet_at(
@@ -477,6 +491,11 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument(
+        "--decode",
+        action="store_true",
+        help="only the executor-side decode (no Spark, no broker): C and numpy scans",
+    )
+    parser.add_argument(
         "--writes-only", action="store_true", help="with --versus-parquet: only the writes"
     )
     parser.add_argument(
@@ -488,6 +507,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     n = args.records
+    if args.decode:
+        print_decode_rates()
+        return
     os.environ.update({"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"})
     from pyspark.sql import SparkSession
     from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches

@@ -7,6 +7,8 @@ on a real broker's fetches.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from samsa.errors import CorruptRecordError
 from samsa.records import HEADER_SIZE, CompressionType, RecordBatchBuilder, read_batch
 from samsa.records.batch import RECORD_COUNT_POS, TimestampType
 from samsa.records.reader import record_tuples
+from samsa.spark import columns
 from samsa.spark.columns import ArrowBatchDecoder, DecodedBatch, record_columns
 from samsa.spark.rows import source_schema
 from samsa.testing import BrokerProcess
@@ -55,8 +58,25 @@ def _batch(
     return builder.build()
 
 
-def _columns_as_tuples(*data: bytes) -> list[tuple[object, ...]]:
-    offsets, timestamps, _, keys, values, headers = record_columns([read_batch(d) for d in data])
+SCANS = ["c", "numpy"]
+"""The two ways of finding the records' fields: the C helper and the numpy fallback."""
+
+
+@contextmanager
+def _scanning(scan: str) -> Iterator[None]:
+    chosen = columns._scan_native if scan == "c" else columns._scan_numpy
+    kept, columns._scan = columns._scan, chosen
+    try:
+        yield
+    finally:
+        columns._scan = kept
+
+
+def _columns_as_tuples(*data: bytes, scan: str = "c") -> list[tuple[object, ...]]:
+    with _scanning(scan):
+        offsets, timestamps, _, keys, values, headers = record_columns(
+            [read_batch(d) for d in data]
+        )
     count = len(offsets)
     return list(
         zip(
@@ -70,6 +90,14 @@ def _columns_as_tuples(*data: bytes) -> list[tuple[object, ...]]:
     )
 
 
+def test_the_c_helper_is_built_here() -> None:
+    """make builds it (a compiler and Python's headers are installed), so both paths are
+    tested below; a pip install without a compiler is tested in test_native_build.py."""
+    assert columns._native is not None, "setup.py did not build samsa.records._native"
+    assert columns._scan is columns._scan_native
+
+
+@pytest.mark.parametrize("scan", SCANS)
 @settings(max_examples=150, deadline=None)
 @given(
     st.lists(
@@ -83,13 +111,13 @@ def _columns_as_tuples(*data: bytes) -> list[tuple[object, ...]]:
     )
 )
 def test_columns_of_any_batches_are_the_records_the_record_decoder_reads(
-    specs: list[tuple[list[Any], CompressionType, TimestampType]],
+    scan: str, specs: list[tuple[list[Any], CompressionType, TimestampType]]
 ) -> None:
     data = [
         _batch(spec, compression, timestamp_type) for spec, compression, timestamp_type in specs
     ]
     expected = [record for d in data for record in record_tuples(read_batch(d))]
-    assert _columns_as_tuples(*data) == expected
+    assert _columns_as_tuples(*data, scan=scan) == expected
 
 
 def test_timestamp_types_are_each_batchs_own() -> None:
@@ -99,9 +127,11 @@ def test_timestamp_types_are_each_batchs_own() -> None:
     assert types.tolist() == [0, 1]
 
 
+@pytest.mark.parametrize("scan", SCANS)
 @settings(max_examples=300, deadline=None)
 @given(records, st.data())
 def test_a_batch_with_any_byte_of_its_records_changed_decodes_as_the_record_decoder_does(
+    scan: str,
     spec: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]], int, int]],
     data: st.DataObject,
 ) -> None:
@@ -112,18 +142,19 @@ def test_a_batch_with_any_byte_of_its_records_changed_decodes_as_the_record_deco
         expected = list(record_tuples(read_batch(bytes(batch))))
     except CorruptRecordError:
         with pytest.raises(CorruptRecordError):
-            _columns_as_tuples(bytes(batch))
+            _columns_as_tuples(bytes(batch), scan=scan)
     else:
-        assert _columns_as_tuples(bytes(batch)) == expected
+        assert _columns_as_tuples(bytes(batch), scan=scan) == expected
 
 
+@pytest.mark.parametrize("scan", SCANS)
 @pytest.mark.parametrize("change", [-1, 1])
 def test_a_record_count_that_disagrees_with_the_records_raises_corrupt_record(
-    change: int,
+    scan: str, change: int
 ) -> None:
     batch = bytearray(_batch([(b"k", b"v", [], 0, 0)] * 3))
     struct.pack_into(">i", batch, RECORD_COUNT_POS, 3 + change)
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(CorruptRecordError), _scanning(scan):
         record_columns([read_batch(bytes(batch))])
 
 

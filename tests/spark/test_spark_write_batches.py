@@ -28,6 +28,7 @@ from samsa.errors import MessageTooLargeError
 from samsa.records import CompressionType, iter_batches, read_batch
 from samsa.records.builder import EncodedBatchBuilder
 from samsa.records.reader import record_tuples
+from samsa.spark import batches
 from samsa.spark.batches import ArrowBatchEncoder, murmur2_partitions
 from samsa.testing import BrokerProcess
 from samsa.types import TopicPartition
@@ -75,6 +76,12 @@ def _columns(rows: list[Row], kind: str) -> dict[str, pa.Array]:
         "values": pa.array([r["value"] for r in rows], binary),
         "keys": pa.array([r["key"] for r in rows], binary),
     }
+    if kind == "sliced":  # arrays that start inside their buffers, as Arrow slices do
+        before = [b"not-this-row-%d" % i for i in range(7)]
+        columns = {
+            "values": pa.array(before + [r["value"] for r in rows], binary).slice(7),
+            "keys": pa.array(before + [r["key"] for r in rows], binary).slice(7),
+        }
     if kind == "headers":
         columns["headers"] = pa.array([r["headers"] for r in rows], HEADERS)
     if kind == "partitions":
@@ -141,13 +148,25 @@ CASES = {
     "headers with null values and empty lists": ("headers", {}),
     "a partition column with nulls": ("partitions", {}),
     "values needing multi-byte varints": ("large", {}),
+    "sliced key and value columns": ("sliced", {}),
     "gzip compression": ("binary", {"compression.type": "gzip"}),
     "partitioner.ignore.keys": ("binary", {"partitioner.ignore.keys": True}),
 }
 
 
+@pytest.fixture(params=["c", "numpy"])
+def encode_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The C helper's encoding of rows without headers, or the numpy one."""
+    if request.param == "c":
+        assert batches._native is not None, "setup.py did not build samsa.records._native"
+    monkeypatch.setattr(batches, "_encode_in_c", request.param == "c")
+    return str(request.param)
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_encoded_batches_are_the_bytes_producer_send_builds_for_the_same_rows(case: str) -> None:
+def test_encoded_batches_are_the_bytes_producer_send_builds_for_the_same_rows(
+    case: str, encode_path: str
+) -> None:
     kind, extra = CASES[case]
     config = {"bootstrap.servers": "localhost:1", "batch.size": 4096, **extra}
     settings = AsyncProducer(config).config

@@ -19,11 +19,13 @@ with the same timestamp, cut into batches where its accumulator cuts them
 - batches: a new batch starts when the open one's estimated size plus the
   row's would pass ``batch.size`` (capped at ``max.request.size``), the
   accumulator's rule; the first row of a batch always fits.
-- records: all rows of one call share its timestamp (timestamp deltas 0); the
-  length, offset-delta, key-length and value-length varints are computed with
-  numpy for the whole column, and Arrow's ``take`` interleaves them with the
-  keys' and values' bytes in one pass. Rows with headers have their header
-  section encoded one by one in Python.
+- records: all rows of one call share its timestamp (timestamp deltas 0). Where
+  samsa's optional C helper was built (:mod:`samsa.records._native`) one pass of
+  C writes the records of rows without headers; otherwise, and for rows with
+  headers, the length, offset-delta, key-length and value-length varints are
+  computed with numpy for the whole column, and Arrow's ``take`` interleaves
+  them with the keys' and values' bytes in one pass; header sections are encoded
+  one by one in Python. Both give the same bytes.
 
 The one CRC per batch and the header are written by the producer's sender,
 once the producer id, epoch and sequence are known.
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +48,12 @@ from samsa.records.batch import HEADER_SIZE, CompressionType
 from samsa.records.builder import EncodedRecords
 from samsa.records.compression import compress
 from samsa.records.varint import encode_varint
+
+_native: ModuleType | None
+try:  # built by setup.py when a C compiler was there; numpy does the same without it
+    from samsa.records import _native
+except ImportError:  # pragma: no cover - depends on how samsa was installed
+    _native = None
 
 __all__ = ["ArrowBatchEncoder", "EncodedBatch", "murmur2_partitions"]
 
@@ -183,6 +192,45 @@ def _header_sections(
             reserved[row] += len(key) + value_size + _RESERVED_HEADER
         sections.append(b"".join(parts))
     return sections, estimated, reserved
+
+
+def _starts(array: pa.Array) -> Int64s:
+    """Where every entry of a large_binary array starts in its data buffer."""
+    return np.frombuffer(
+        array.buffers()[1], dtype=np.int64, count=len(array), offset=array.offset * 8
+    )
+
+
+def _data(array: pa.Array) -> pa.Buffer | bytes:
+    found = array.buffers()[2]
+    return b"" if found is None else found
+
+
+def _records_in_c(
+    *,
+    order: Int64s,
+    offset_deltas: Int64s,
+    keys: pa.Array,
+    values: pa.Array,
+    key_sizes: Int64s,
+    value_sizes: Int64s,
+) -> tuple[memoryview, list[int]]:
+    """:meth:`ArrowBatchEncoder._records` for rows without headers, in one pass of C."""
+    assert _native is not None
+    starts = np.empty(len(order) + 1, dtype=np.int64)
+    data = _native.encode_records(
+        np.ascontiguousarray(order, dtype=np.int64),
+        np.ascontiguousarray(offset_deltas, dtype=np.int64),
+        _starts(keys), np.ascontiguousarray(key_sizes, dtype=np.int64), _data(keys),
+        _starts(values), np.ascontiguousarray(value_sizes, dtype=np.int64), _data(values),
+        starts,
+    )  # fmt: skip
+    return memoryview(data), starts.tolist()
+
+
+_encode_in_c = True
+"""Whether rows without headers are encoded by the C helper where it was built (the tests
+turn it off to run the numpy path)."""
 
 
 class ArrowBatchEncoder:
@@ -357,6 +405,11 @@ class ArrowBatchEncoder:
         header_sections: Sequence[bytes] | None,
     ) -> tuple[memoryview, list[int]]:
         """Every record's bytes, rows in ``order``, back to back; and where each starts."""
+        if header_sections is None and _native is not None and _encode_in_c:
+            return _records_in_c(
+                order=order, offset_deltas=offset_deltas, keys=keys, values=values,
+                key_sizes=key_sizes, value_sizes=value_sizes,
+            )  # fmt: skip
         n = len(order)
         key_sizes, value_sizes = key_sizes[order], value_sizes[order]
         key_zz, value_zz, delta_zz = (

@@ -4,12 +4,13 @@ The consumer's record path builds a Python object per record and PySpark's Arrow
 conversion then walks them again. Here a whole RecordBatch v2 becomes one
 ``pyarrow.RecordBatch`` of the source's schema:
 
-* one Python pass over the records section finds where each record starts (the
-  records are chained by their length varints, which only a sequential walk can
-  follow);
-* every other field — attributes, timestamp and offset deltas, key and value
-  lengths, header counts — is decoded with numpy for all records at once: the bytes
-  at a column of positions, continuation bits, shifts, zig-zag;
+* the records are chained by their length varints, which only a sequential walk can
+  follow: where samsa's optional C helper was built (:mod:`samsa.records._native`,
+  see setup.py) one pass of C finds every record's fields; without it one Python
+  pass finds where each record starts and every other field — attributes,
+  timestamp and offset deltas, key and value lengths, header counts — is decoded
+  with numpy for all records at once (the bytes at a column of positions,
+  continuation bits, shifts, zig-zag). Both give the same columns and errors;
 * keys and values become binary arrays cut out of the decompressed buffer by Arrow
   (a ``take`` over an array whose offsets are the records' (start, end) pairs),
   without a per-record ``bytes``;
@@ -17,12 +18,14 @@ conversion then walks them again. Here a whole RecordBatch v2 becomes one
   :mod:`samsa.records.record`, which also gives the checks and errors of the record
   path: a corrupt batch raises :class:`CorruptRecordError` either way.
 
-numpy and pyarrow come with the ``spark`` extra; nothing here is native code of samsa's.
+numpy and pyarrow come with the ``spark`` extra; the C helper needs a compiler at
+install time and nothing at run time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any, Final
 
 import numpy as np
@@ -35,6 +38,12 @@ from samsa.records.reader import records_section
 from samsa.records.record import decode_record
 from samsa.records.varint import MAX_VARINT_BYTES, MAX_VARLONG_BYTES, decode_varint
 from samsa.types import TopicPartition
+
+_native: ModuleType | None
+try:  # built by setup.py when a C compiler was there; numpy does the same without it
+    from samsa.records import _native
+except ImportError:  # pragma: no cover - depends on how samsa was installed
+    _native = None
 
 __all__ = ["ArrowBatchDecoder", "DecodedBatch", "record_columns"]
 
@@ -107,31 +116,11 @@ def _binary(buf: bytes, starts: Any, lengths: Any) -> pa.Array:
     )
 
 
-def record_columns(
-    batches: Sequence[RecordBatchView], *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
-) -> tuple[Any, Any, Any, pa.Array, pa.Array, list[Any] | None]:
-    """Every record of ``batches`` (one partition's, in order) as columns: offsets,
-    timestamps and timestamp types (numpy int64 arrays), keys and values (binary arrays),
-    and the headers (a list with a tuple of headers per record) when any record has
-    some, else None. The batches are decoded together: numpy's cost per call is paid
-    once per fetch, not once per (often small) batch.
-
-    The checks are those of :func:`samsa.records.reader.iter_records`: a records section
-    that disagrees with its batch's header raises :class:`CorruptRecordError`.
-    """
-    counts = [b.record_count for b in batches]
-    if any(c < 0 for c in counts):
-        raise CorruptRecordError(f"batch declares {min(counts)} records")
-    sections = [records_section(b, max_decompressed) for b in batches]
-    buf = sections[0] if len(sections) == 1 else b"".join(sections)
+def _scan_numpy(buf: bytes, count: int) -> tuple[Any, ...]:
+    """The records' fields as columns (see :data:`_scan`), with numpy: one Python pass
+    over the length varints finds where each record starts, every other field is
+    decoded for all records at once."""
     size = len(buf)
-    count = sum(counts)
-    if not count:
-        if size:
-            raise CorruptRecordError(f"batch declares no records but {size} bytes follow")
-        empty = np.zeros(0, dtype=np.int64)
-        nothing = pa.array([], pa.binary())
-        return empty, empty, empty, nothing, nothing, None
     # Follow the chain of record lengths to where each record ends (the next starts).
     ends: list[int] = []
     append = ends.append
@@ -167,14 +156,6 @@ def record_columns(
             f"record length {int(length[bad])} does not fit in the "
             f"{size - int(body[bad])} bytes that follow"
         )
-    # Each batch's records end where its section does.
-    last = np.cumsum(counts) - 1
-    with_records = np.array(counts) > 0
-    section_ends = np.cumsum([len(s) for s in sections])
-    if not (end[last[with_records]] == section_ends[with_records]).all() or ends[-1] != size:
-        raise CorruptRecordError(
-            f"a batch's records do not end where its records section does ({count} records)"
-        )
     at = body + 1  # past the attributes byte
     timestamp_delta, at = _varints(data, at, end, MAX_VARLONG_BYTES)
     offset_delta, at = _varints(data, at, end, MAX_VARINT_BYTES)
@@ -187,8 +168,66 @@ def record_columns(
     if ((value_length < -1) | (at > end)).any():
         raise CorruptRecordError("a record's value length does not fit in the record")
     header_count, at = _varints(data, at, end, MAX_VARINT_BYTES)
-    headers: list[Any] | None = None
     unusual = np.flatnonzero((header_count != 0) | (at != end))
+    return (start, end, timestamp_delta, offset_delta, key_start, key_length, value_start,
+            value_length, unusual)  # fmt: skip
+
+
+def _scan_native(buf: bytes, count: int) -> tuple[Any, ...]:
+    """The same as :func:`_scan_numpy`, in one pass of C (:mod:`samsa.records._native`)."""
+    assert _native is not None
+    fields = np.empty((9, count), dtype=np.int64)
+    try:
+        flagged = _native.scan_records(buf, count, fields)
+    except ValueError as exc:
+        raise CorruptRecordError(str(exc)) from None
+    unusual = np.flatnonzero(fields[8]) if flagged else np.zeros(0, dtype=np.int64)
+    return (*fields[:8], unusual)
+
+
+_scan: Callable[[bytes, int], tuple[Any, ...]] = _scan_native if _native else _scan_numpy
+"""Every record's start and end, timestamp delta, offset delta, key start and length,
+value start and length (-1: null) as int64 columns, and the indexes of the records with
+headers or trailing bytes (left to the record decoder); :class:`CorruptRecordError` when
+a record does not fit its length. The C helper's when it was built, else numpy's."""
+
+
+def record_columns(
+    batches: Sequence[RecordBatchView], *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+) -> tuple[Any, Any, Any, pa.Array, pa.Array, list[Any] | None]:
+    """Every record of ``batches`` (one partition's, in order) as columns: offsets,
+    timestamps and timestamp types (numpy int64 arrays), keys and values (binary arrays),
+    and the headers (a list with a tuple of headers per record) when any record has
+    some, else None. The batches are decoded together: numpy's cost per call is paid
+    once per fetch, not once per (often small) batch.
+
+    The checks are those of :func:`samsa.records.reader.iter_records`: a records section
+    that disagrees with its batch's header raises :class:`CorruptRecordError`.
+    """
+    counts = [b.record_count for b in batches]
+    if any(c < 0 for c in counts):
+        raise CorruptRecordError(f"batch declares {min(counts)} records")
+    sections = [records_section(b, max_decompressed) for b in batches]
+    buf = sections[0] if len(sections) == 1 else b"".join(sections)
+    size = len(buf)
+    count = sum(counts)
+    if not count:
+        if size:
+            raise CorruptRecordError(f"batch declares no records but {size} bytes follow")
+        empty = np.zeros(0, dtype=np.int64)
+        nothing = pa.array([], pa.binary())
+        return empty, empty, empty, nothing, nothing, None
+    (start, end, timestamp_delta, offset_delta, key_start, key_length, value_start,
+     value_length, unusual) = _scan(buf, count)  # fmt: skip
+    # Each batch's records end where its section does.
+    last = np.cumsum(counts) - 1
+    with_records = np.array(counts) > 0
+    section_ends = np.cumsum([len(s) for s in sections])
+    if not (end[last[with_records]] == section_ends[with_records]).all() or end[-1] != size:
+        raise CorruptRecordError(
+            f"a batch's records do not end where its records section does ({count} records)"
+        )
+    headers: list[Any] | None = None
     if len(unusual):
         # Headers (or bytes the fast checks do not account for): the record decoder.
         headers = [()] * count

@@ -1,0 +1,17 @@
+"""Types of the optional C helper (``_native.c``; absent where it was not built)."""
+
+from typing import Any
+
+def scan_records(records: Any, count: int, fields: Any, /) -> int: ...
+def encode_records(
+    order: Any,
+    offset_deltas: Any,
+    key_starts: Any,
+    key_sizes: Any,
+    key_data: Any,
+    value_starts: Any,
+    value_sizes: Any,
+    value_data: Any,
+    starts: Any,
+    /,
+) -> bytes: ...
