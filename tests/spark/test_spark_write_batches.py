@@ -184,12 +184,16 @@ def test_encoded_batches_are_the_bytes_producer_send_builds_for_the_same_rows(
     assert sum(map(len, expected.values())) > 5  # several batches per partition
 
 
-def test_murmur2_of_a_key_column_is_the_producers_partition_for_every_key_length() -> None:
+def test_murmur2_of_a_key_column_is_the_producers_partition_for_every_key_length(
+    encode_path: str,
+) -> None:
     rng = random.Random(7)
-    keys = [rng.randbytes(length) for length in range(64) for _ in range(20)]
+    keys: list[bytes | None] = [rng.randbytes(n) for n in range(64) for _ in range(20)]
+    keys[5::17] = [None] * len(keys[5::17])
+    column = pa.array([b"not-this-key"] * 3 + keys).slice(3)
     for partitions in (1, 3, 7, 100):
-        expected = [partition_for_key(key, partitions) for key in keys]
-        assert murmur2_partitions(pa.array(keys), partitions).tolist() == expected
+        expected = [-1 if k is None else partition_for_key(k, partitions) for k in keys]
+        assert murmur2_partitions(column, partitions).tolist() == expected
 
 
 def test_keyless_rows_fill_batch_size_bytes_of_one_partition_then_move_to_the_next() -> None:

@@ -25,6 +25,11 @@
  *     key ``key_data[key_starts[row]:][:key_sizes[row]]`` (size -1: null) and the
  *     value likewise, and no headers; ``starts`` (n + 1 int64, written) gets where
  *     each record starts and the total. The bytes Producer.send builds for them.
+ *
+ * murmur2_partitions(key_starts, key_sizes, key_data, num_partitions, partitions)
+ *     Kafka's default partitioner, toPositive(murmur2(key)) % num_partitions, for
+ *     every key (size -1: null, partition -1), written to the int64 buffer
+ *     ``partitions``.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -288,6 +293,87 @@ done:
     return result;
 }
 
+/* Kafka's murmur2 (the Java client's Utils.murmur2: seed 0x9747b28c, little-endian
+ * words, the tail in the same switch order). */
+static uint32_t
+murmur2(const uint8_t *data, int64_t length)
+{
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28cU ^ (uint32_t)length;
+    int64_t words = length / 4;
+    for (int64_t i = 0; i < words; i++) {
+        const uint8_t *at = data + 4 * i;
+        uint32_t k = (uint32_t)at[0] | ((uint32_t)at[1] << 8) | ((uint32_t)at[2] << 16)
+                     | ((uint32_t)at[3] << 24);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const uint8_t *tail = data + 4 * words;
+    switch (length & 3) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+static PyObject *
+murmur2_partitions(PyObject *module, PyObject *args)
+{
+    Py_buffer key_starts, key_sizes, key_data, partitions;
+    long long num_partitions;
+    if (!PyArg_ParseTuple(args, "y*y*y*Lw*", &key_starts, &key_sizes, &key_data,
+                          &num_partitions, &partitions))
+        return NULL;
+    PyObject *result = NULL;
+    const Py_ssize_t n = key_sizes.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *key_at = key_starts.buf, *key_size = key_sizes.buf;
+    int64_t *out = partitions.buf;
+    if (num_partitions <= 0 || key_starts.len != key_sizes.len
+        || partitions.len < n * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "murmur2_partitions: bad columns or partition count");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (key_size[i] > 0
+            && (key_at[i] < 0 || key_at[i] > key_data.len - key_size[i])) {
+            PyErr_Format(PyExc_ValueError, "murmur2_partitions: key %zd is outside its data", i);
+            goto done;
+        }
+    }
+    const uint8_t *data = key_data.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (key_size[i] < 0) {
+            out[i] = -1;
+            continue;
+        }
+        uint32_t h = murmur2(data + (key_size[i] > 0 ? key_at[i] : 0), key_size[i]);
+        out[i] = (int64_t)((h & 0x7fffffffU) % (uint64_t)num_partitions);
+    }
+    Py_END_ALLOW_THREADS
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&key_starts);
+    PyBuffer_Release(&key_sizes);
+    PyBuffer_Release(&key_data);
+    PyBuffer_Release(&partitions);
+    return result;
+}
+
 static PyMethodDef native_methods[] = {
     {"scan_records", scan_records, METH_VARARGS,
      "scan_records(records, count, fields) -> int: the records' fields as nine int64 "
@@ -295,6 +381,9 @@ static PyMethodDef native_methods[] = {
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(order, offset_deltas, key_starts, key_sizes, key_data, value_starts, "
      "value_sizes, value_data, starts) -> bytes: records without headers, back to back."},
+    {"murmur2_partitions", murmur2_partitions, METH_VARARGS,
+     "murmur2_partitions(key_starts, key_sizes, key_data, num_partitions, partitions): "
+     "Kafka's default partition of every key (-1 for a null key), written to partitions."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -15,3 +15,6 @@ def encode_records(
     starts: Any,
     /,
 ) -> bytes: ...
+def murmur2_partitions(
+    key_starts: Any, key_sizes: Any, key_data: Any, num_partitions: int, partitions: Any, /
+) -> None: ...

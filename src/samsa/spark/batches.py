@@ -103,6 +103,23 @@ def _put_varints(
         remaining = remaining >> np.uint64(7)
 
 
+_encode_in_c = True
+"""Whether keys are hashed, and rows without headers encoded, by the C helper where it was
+built (the tests turn it off to run the numpy paths)."""
+
+
+def _starts(array: pa.Array) -> Int64s:
+    """Where every entry of a large_binary array starts in its data buffer."""
+    return np.frombuffer(
+        array.buffers()[1], dtype=np.int64, count=len(array), offset=array.offset * 8
+    )
+
+
+def _data(array: pa.Array) -> pa.Buffer | bytes:
+    found = array.buffers()[2]
+    return b"" if found is None else found
+
+
 def murmur2_partitions(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.int64]:
     """``toPositive(murmur2(key)) % num_partitions`` for every key of a binary column
     (Kafka's default partitioner, as :func:`samsa.client.producer.partitioner.
@@ -111,6 +128,12 @@ def murmur2_partitions(keys: pa.Array, num_partitions: int) -> npt.NDArray[np.in
     n = len(keys)
     if n == 0:
         return np.empty(0, dtype=np.int64)
+    if _native is not None and _encode_in_c:
+        partitions = np.empty(n, dtype=np.int64)
+        _native.murmur2_partitions(
+            _starts(keys), _lengths(keys), _data(keys), num_partitions, partitions
+        )
+        return partitions
     offsets = np.frombuffer(keys.buffers()[1], dtype=np.int64, count=n + 1, offset=keys.offset * 8)
     data_buffer = keys.buffers()[2]
     data = (
@@ -194,18 +217,6 @@ def _header_sections(
     return sections, estimated, reserved
 
 
-def _starts(array: pa.Array) -> Int64s:
-    """Where every entry of a large_binary array starts in its data buffer."""
-    return np.frombuffer(
-        array.buffers()[1], dtype=np.int64, count=len(array), offset=array.offset * 8
-    )
-
-
-def _data(array: pa.Array) -> pa.Buffer | bytes:
-    found = array.buffers()[2]
-    return b"" if found is None else found
-
-
 def _records_in_c(
     *,
     order: Int64s,
@@ -214,7 +225,7 @@ def _records_in_c(
     values: pa.Array,
     key_sizes: Int64s,
     value_sizes: Int64s,
-) -> tuple[memoryview, list[int]]:
+) -> tuple[memoryview, Int64s]:
     """:meth:`ArrowBatchEncoder._records` for rows without headers, in one pass of C."""
     assert _native is not None
     starts = np.empty(len(order) + 1, dtype=np.int64)
@@ -225,12 +236,7 @@ def _records_in_c(
         _starts(values), np.ascontiguousarray(value_sizes, dtype=np.int64), _data(values),
         starts,
     )  # fmt: skip
-    return memoryview(data), starts.tolist()
-
-
-_encode_in_c = True
-"""Whether rows without headers are encoded by the C helper where it was built (the tests
-turn it off to run the numpy path)."""
+    return memoryview(data), starts
 
 
 class ArrowBatchEncoder:
@@ -304,8 +310,9 @@ class ArrowBatchEncoder:
             order=order, offset_deltas=offset_deltas, keys=keys, values=values,
             key_sizes=key_sizes, value_sizes=value_sizes, header_sections=header_section,
         )  # fmt: skip
-        for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-            section: bytes | memoryview = data[record_offsets[start] : record_offsets[end]]
+        cuts = record_offsets[np.append(starts, n)].tolist()
+        for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+            section: bytes | memoryview = data[cuts[i] : cuts[i + 1]]
             if self.compression is not CompressionType.NONE:
                 section = compress(self.compression, section)
             yield EncodedBatch(
@@ -403,7 +410,7 @@ class ArrowBatchEncoder:
         key_sizes: Int64s,
         value_sizes: Int64s,
         header_sections: Sequence[bytes] | None,
-    ) -> tuple[memoryview, list[int]]:
+    ) -> tuple[memoryview, Int64s]:
         """Every record's bytes, rows in ``order``, back to back; and where each starts."""
         if header_sections is None and _native is not None and _encode_in_c:
             return _records_in_c(
@@ -475,4 +482,4 @@ class ArrowBatchEncoder:
                 0
             ]
         )
-        return memoryview(data)[first : first + int(starts[-1])], starts.tolist()
+        return memoryview(data)[first : first + int(starts[-1])], starts
