@@ -55,7 +55,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ROWS_PER_ARROW_BATCH = 8192
-"""Fetched batches are gathered into Arrow batches of about this many rows."""
+BYTES_PER_ARROW_BATCH = 1 << 20
+"""Fetched batches are handed to Spark in Arrow batches of about ROWS_PER_ARROW_BATCH rows
+or BYTES_PER_ARROW_BATCH bytes, whichever comes first: small fetches are gathered (Spark
+pays per batch), a fetch already that large goes as it is (gathering is a copy)."""
 BATCHES_PER_POLL = 64
 # How long a task waits for records before it asks whether its topic still exists.
 EXISTS_CHECK_S = 1.0
@@ -96,7 +99,7 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
     tp = rng.topic_partition
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     pending: list[pa.RecordBatch] = []
-    pending_rows = 0
+    pending_rows = pending_bytes = 0
     consumer = Consumer(options.consumer_props(), batch_decoder=ArrowBatchDecoder(arrow_schema))
     try:
         # The topic in the consumer's first metadata request: asked for only once
@@ -128,9 +131,10 @@ def read_range(options: SourceOptions, schema: StructType, rng: OffsetRange) -> 
                     if batch.num_rows:
                         pending.append(batch)
                         pending_rows += batch.num_rows
-                if pending_rows >= ROWS_PER_ARROW_BATCH:
+                        pending_bytes += batch.nbytes
+                if pending_rows >= ROWS_PER_ARROW_BATCH or pending_bytes >= BYTES_PER_ARROW_BATCH:
                     yield _combined(pending)
-                    pending, pending_rows = [], 0
+                    pending, pending_rows, pending_bytes = [], 0, 0
                 continue
             if now > next_check:
                 next_check = now + EXISTS_CHECK_S
