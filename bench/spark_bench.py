@@ -248,6 +248,29 @@ def _ready_arrow_source() -> type:
     return ReadySource
 
 
+def _discard_sink() -> type:
+    """A Python sink with no client (``discardarrow``): each task counts the Arrow batches
+    Spark hands it. What any Python sink costs Spark to feed: the ceiling over samsa's
+    write."""
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    class DiscardWriter(DataSourceArrowWriter):
+        def write(self, iterator: object) -> WriterCommitMessage:
+            for _ in iterator:  # type: ignore[attr-defined]
+                pass
+            return WriterCommitMessage()
+
+    class DiscardSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "discardarrow"
+
+        def writer(self, schema: object, overwrite: bool) -> DataSourceArrowWriter:
+            return DiscardWriter()
+
+    return DiscardSink
+
+
 def micro_batches(spark: object, bootstrap: str, work: Path, seconds: float) -> None:
     """Per-micro-batch phase times, samsa → noop, rate → noop, samsa → samsa (exactly-once)."""
     from pyspark.sql import SparkSession
@@ -430,12 +453,48 @@ def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float, float]:
     return _best_rate(rows, 3, via_records), with_c, with_numpy
 
 
+def encode_rates(size: int, rows: int = 100_000) -> tuple[float, float]:
+    """The sink's rows/s, Arrow batches of 10,000 (key, ``size``-byte value) rows →
+    record batches of 512 KiB for 2 partitions, with the C helper and with numpy."""
+    import pyarrow as pa
+
+    from samsa.spark import batches
+    from samsa.spark.batches import ArrowBatchEncoder
+
+    n = 10_000
+    values = pa.array([b"x" * size] * n)
+    keys = pa.array([b"%d" % i for i in range(n)])
+    encoder = ArrowBatchEncoder(batch_size=512 * 1024, max_request_size=1 << 20,
+                                buffer_memory=32 << 20)  # fmt: skip
+
+    def encode() -> None:
+        for _ in range(rows // n):
+            for _ in encoder.encode("bench", 2, values=values, keys=keys, timestamp=1):
+                pass
+
+    kept = batches._encode_in_c
+    try:
+        with_c = float("nan")
+        if batches._native is not None:
+            batches._encode_in_c = True
+            with_c = _best_rate(rows, 5, encode)
+        batches._encode_in_c = False
+        with_numpy = _best_rate(rows, 5, encode)
+    finally:
+        batches._encode_in_c = kept
+    return with_c, with_numpy
+
+
 def print_decode_rates() -> None:
     for size in (100, 1024):
         records, with_c, with_numpy = decode_rates(size)
         print(f"decode {size:>4} B  records → Arrow {records:>10,.0f} rows/s  "
               f"batches → Arrow columns: C scan {with_c:>10,.0f} rows/s, "
               f"numpy scan {with_numpy:>10,.0f} rows/s")  # fmt: skip
+    for size in (100, 1024):
+        with_c, with_numpy = encode_rates(size)
+        print(f"encode {size:>4} B  Arrow → record batches: C {with_c:>10,.0f} rows/s, "
+              f"numpy {with_numpy:>10,.0f} rows/s")  # fmt: skip
 
 
 def versus_parquet(
@@ -524,6 +583,11 @@ def _versus_parquet_at(
     def write_parquet() -> None:
         generated.write.parquet(str(work / f"{topic}-out-{next(writes)}.parquet"))
 
+    spark.dataSource.register(_discard_sink())
+
+    def write_discard() -> None:
+        generated.write.mode("append").format("discardarrow").save()
+
     figures = []
     if not writes_only:
         figures.append(("read ", (_best_rate(rows, runs, read_samsa),
@@ -533,6 +597,9 @@ def _versus_parquet_at(
               f"{ceiling:>9,.0f} rows/s (the ceiling of any Python source)")  # fmt: skip
     figures.append(("write", (_best_rate(rows, runs, write_samsa),
                               _best_rate(rows, runs, write_parquet))))  # fmt: skip
+    ceiling = _best_rate(rows, runs, write_discard)
+    print(f"write {size:>4} B  a Python sink that only takes the Arrow batches "
+          f"{ceiling:>9,.0f} rows/s (the ceiling of any Python sink)")  # fmt: skip
     for what, (ours, theirs) in figures:
         print(f"{what} {size:>4} B  samsa {ours:>9,.0f} rows/s  parquet {theirs:>9,.0f} "
               f"rows/s  ratio {ours / theirs:.2f}  ({rows} rows)")  # fmt: skip
@@ -558,9 +625,9 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument(
-        "--decode",
+        "--codec",
         action="store_true",
-        help="only the executor-side decode (no Spark, no broker): C and numpy scans",
+        help="only the executor-side decode and encode (no Spark, no broker): C and numpy",
     )
     parser.add_argument(
         "--writes-only", action="store_true", help="with --versus-parquet: only the writes"
@@ -574,7 +641,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     n = args.records
-    if args.decode:
+    if args.codec:
         print_decode_rates()
         return
     os.environ.update({"PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"})
