@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ import pytest
 from pyspark.sql import SparkSession
 from tests.spark.conftest import new_topic, produce
 
-from samsa import Consumer, Producer
+from samsa import Admin, Consumer, Producer
+from samsa.client.admin import NewTopic
 from samsa.client.cluster import Backoff
 from samsa.client.producer import AsyncProducer, BatchMetadata
 from samsa.client.producer.accumulator import BufferMemory, RecordAccumulator
@@ -422,3 +424,24 @@ def test_the_asyncio_producer_delivers_a_sent_batch_to_its_future_and_callback(
     metadata = asyncio.run(send())
     assert metadata == BatchMetadata(topic, 0, 0, 10)
     assert called == [(metadata, None)]
+
+
+def test_batch_write_fits_its_batches_to_a_topics_max_message_bytes(
+    spark: SparkSession, samsa_broker: BrokerProcess
+) -> None:
+    """The sink's batches are 512 KiB unless kafka.batch.size says otherwise; a topic that
+    takes less gets batches that fit, as with the `topic` option and a topic column."""
+    small = f"small-{uuid.uuid4().hex[:8]}"
+    with Admin({"bootstrap.servers": samsa_broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(small, 2, configs={"max.message.bytes": "20000"})])
+    df = spark.range(6000, numPartitions=2).selectExpr(
+        "cast(id as string) as key", "repeat('v', 100) as value", f"'{small}' as topic"
+    )
+    df.drop("topic").write.mode("append").format("samsa").option(
+        "kafka.bootstrap.servers", samsa_broker.bootstrap
+    ).option("topic", small).save()
+    df.write.mode("append").format("samsa").option(
+        "kafka.bootstrap.servers", samsa_broker.bootstrap
+    ).save()
+    back = _read_back(spark, samsa_broker.bootstrap, small)
+    assert len(back) == 12_000

@@ -273,10 +273,16 @@ class ArrowBatchEncoder:
         partitions: pa.Array | None = None,
         headers: pa.Array | None = None,
         timestamp: int,
+        max_batch_bytes: int | None = None,
     ) -> Iterator[EncodedBatch]:
         """The batches of the rows of ``topic`` (columns of equal length), in partition order
-        and, within a partition, in row order. Raises MessageTooLargeError for a row the
-        producer's send() would refuse, ValueError for a partition outside the topic."""
+        and, within a partition, in row order; none larger than ``max_batch_bytes`` (as the
+        producer estimates sizes) when given, else than ``batch.size``. Raises
+        MessageTooLargeError for a row the producer's send() would refuse, ValueError for a
+        partition outside the topic."""
+        batch_size = self.batch_size
+        if max_batch_bytes is not None:
+            batch_size = max(1, min(batch_size, max_batch_bytes))
         n = len(values)
         if n == 0:
             return
@@ -300,7 +306,7 @@ class ArrowBatchEncoder:
         chunk_starts: list[int] = []
         for start, end in zip(group_starts.tolist(), group_ends.tolist(), strict=True):
             chunk_starts += self._chunks(
-                estimated_sorted[start:end], reserved_sorted[start:end], start
+                estimated_sorted[start:end], reserved_sorted[start:end], start, batch_size
             )
         starts = np.array(chunk_starts, dtype=np.int64)
         ends = np.append(starts[1:], n)
@@ -382,10 +388,11 @@ class ArrowBatchEncoder:
         self._keyless[topic] = (partition, produced)
         return placed
 
-    def _chunks(self, estimated: Int64s, reserved: Int64s, offset: int) -> list[int]:
+    @staticmethod
+    def _chunks(estimated: Int64s, reserved: Int64s, offset: int, batch_size: int) -> list[int]:
         """Where batches start among one partition's rows: the accumulator's rule, a new
         batch when the open one's estimate plus the row's reserved size passes batch.size."""
-        limit = self.batch_size - HEADER_SIZE
+        limit = batch_size - HEADER_SIZE
         before = np.concatenate([[0], np.cumsum(estimated)])  # estimate of the rows before i
         joined = before[:-1] + reserved
         starts = []

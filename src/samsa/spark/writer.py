@@ -55,7 +55,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from samsa.client.admin import Admin
+from samsa.client.admin import Admin, ConfigResource
 from samsa.client.producer import BatchMetadata, ConsumerGroupMetadata, Producer
 from samsa.errors import ConfigError, SamsaError
 from samsa.records import CompressionType
@@ -106,6 +106,46 @@ class SamsaCommitMessage(WriterCommitMessage):
     transaction: PreparedTransaction | None = None
 
 
+LIMITS_TTL_S = 60.0
+"""How long a Python worker trusts a topic's ``max.message.bytes`` it has read."""
+_limits_read: dict[tuple[str, str], tuple[float, int | None]] = {}
+
+
+class _TopicLimits:
+    """The batch size each topic takes: the sink's batches are 512 KiB unless
+    ``kafka.batch.size`` says otherwise, and a topic whose ``max.message.bytes`` is smaller
+    would refuse them (Kafka's producer splits a batch the broker refuses; the sink's are
+    built before it knows). Read with DescribeConfigs once per topic and Python worker
+    every LIMITS_TTL_S; cut at 15/16 of it, as the producer's size estimate may fall short
+    by a byte a record. Without the right to describe the topic's configs (or any other
+    failure) batches keep their size, and the broker's refusal fails the write."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self._options = options
+        self._cluster = str(options.admin_props().get("bootstrap.servers", ""))
+
+    def batch_bytes(self, topic: str) -> int | None:
+        key = (self._cluster, topic)
+        now = time.monotonic()
+        found = _limits_read.get(key)
+        if found is None or now - found[0] >= LIMITS_TTL_S:
+            found = _limits_read[key] = (now, self._read(topic))
+        limit = found[1]
+        return None if limit is None else limit - limit // 16
+
+    def _read(self, topic: str) -> int | None:
+        resource = ConfigResource.topic(topic)
+        try:
+            with Admin(self._options.admin_props()) as admin:
+                entry = admin.describe_configs([resource])[resource].get("max.message.bytes")
+        except SamsaError as exc:
+            log.info("writing to %s without its max.message.bytes: %s", topic, exc)
+            return None
+        if entry is None or entry.value is None:
+            return None
+        return int(entry.value)
+
+
 class _Rows:
     """Sends the rows of Arrow record batches as producer batches built from their columns
     (:mod:`samsa.spark.batches`); records the first delivery failure."""
@@ -123,6 +163,7 @@ class _Rows:
             first_partition=first_partition,
         )
         self._partition_counts: dict[str, int] = {}
+        self._limits = _TopicLimits(options)
         self.error: BaseException | None = None
         self.first_topic: str | None = None
         self.count = 0
@@ -167,6 +208,7 @@ class _Rows:
                 partitions=pick(partitions),
                 headers=pick(headers),
                 timestamp=timestamp,
+                max_batch_bytes=self._limits.batch_bytes(topic),
             )
             for producer_batch in encoded:
                 self._producer.send_batch(
