@@ -78,13 +78,14 @@ def _columns_as_tuples(*data: bytes, scan: str = "c") -> list[tuple[object, ...]
             [read_batch(d) for d in data]
         )
     count = len(offsets)
+    header_rows = headers.to_pylist() if headers is not None else [None] * count
     return list(
         zip(
             offsets.tolist(),
             timestamps.tolist(),
             keys.to_pylist(),
             values.to_pylist(),
-            headers if headers is not None else [()] * count,
+            [tuple((h["key"], h["value"]) for h in row or ()) for row in header_rows],
             strict=True,
         )
     )

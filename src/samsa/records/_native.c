@@ -18,6 +18,16 @@
  *     how many records are flagged. Raises ValueError, with the same words as
  *     the Python path, when the records do not fit their lengths.
  *
+ * scan_headers(records, header_at, record_end, counts, spans) -> int
+ *     The headers of the records whose header count is at ``header_at`` (int64) and
+ *     which end at ``record_end``: each record's header count into ``counts``, and,
+ *     when ``spans`` (writable int64) has room for 4 columns of the total, each
+ *     header's key start and length and value start and length (-1: null) column
+ *     after column. Returns how many headers there are (call once with an empty
+ *     ``spans`` to learn it), or -1 when a record is not plain — a null or
+ *     oversized key, a length past the record, bytes after the last header, more
+ *     headers than spans has room for — for the record decoder to judge.
+ *
  * encode_records(order, offset_deltas, key_starts, key_sizes, key_data,
  *                value_starts, value_sizes, value_data, starts) -> bytes
  *     The records of rows ``order`` (int64 row numbers), back to back, each with
@@ -175,6 +185,79 @@ scan_records(PyObject *module, PyObject *args)
         return NULL;
     }
     return NULL;
+}
+
+static PyObject *
+scan_headers(PyObject *module, PyObject *args)
+{
+    Py_buffer records, header_at, record_end, counts, spans;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*", &records, &header_at, &record_end, &counts,
+                          &spans))
+        return NULL;
+    PyObject *result = NULL;
+    const Py_ssize_t n = header_at.len / (Py_ssize_t)sizeof(int64_t);
+    if (record_end.len != header_at.len || counts.len < header_at.len) {
+        PyErr_SetString(PyExc_ValueError, "scan_headers: columns of unequal lengths");
+        goto done;
+    }
+    const uint8_t *data = records.buf;
+    const int64_t *at_of = header_at.buf, *end_of = record_end.buf;
+    int64_t *count_of = counts.buf, *out = spans.buf;
+    const Py_ssize_t capacity = spans.len / (Py_ssize_t)sizeof(int64_t) / 4;
+    const int filling = capacity > 0;
+    int64_t total = 0;
+    int simple = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n && simple; i++) {
+        Py_ssize_t at = (Py_ssize_t)at_of[i];
+        const Py_ssize_t end = (Py_ssize_t)end_of[i];
+        int64_t count, key_length, value_length;
+        if (at < 0 || end > records.len || at > end
+            || read_varint(data, end, &at, MAX_VARINT_BYTES, &count) < 0 || count < 0
+            || count > (end - at) / 2) {
+            simple = 0;
+            break;
+        }
+        for (int64_t h = 0; h < count; h++) {
+            if (read_varint(data, end, &at, MAX_VARINT_BYTES, &key_length) < 0
+                || key_length < 0 || key_length > end - at) {
+                simple = 0;
+                break;
+            }
+            const Py_ssize_t key_start = at;
+            at += (Py_ssize_t)key_length;
+            if (read_varint(data, end, &at, MAX_VARINT_BYTES, &value_length) < 0
+                || value_length < -1 || (value_length > 0 && value_length > end - at)) {
+                simple = 0;
+                break;
+            }
+            if (filling) {
+                if (total >= capacity) {
+                    simple = 0;
+                    break;
+                }
+                out[total] = key_start;
+                out[capacity + total] = key_length;
+                out[2 * capacity + total] = at;
+                out[3 * capacity + total] = value_length;
+            }
+            if (value_length > 0)
+                at += (Py_ssize_t)value_length;
+            total++;
+        }
+        if (at != end)
+            simple = 0;
+        count_of[i] = count;
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLongLong(simple ? (long long)total : -1LL);
+done:
+    PyBuffer_Release(&records);
+    PyBuffer_Release(&header_at);
+    PyBuffer_Release(&record_end);
+    PyBuffer_Release(&counts);
+    PyBuffer_Release(&spans);
+    return result;
 }
 
 static inline uint64_t
@@ -378,6 +461,9 @@ static PyMethodDef native_methods[] = {
     {"scan_records", scan_records, METH_VARARGS,
      "scan_records(records, count, fields) -> int: the records' fields as nine int64 "
      "columns; returns how many records have headers or trailing bytes."},
+    {"scan_headers", scan_headers, METH_VARARGS,
+     "scan_headers(records, header_at, record_end, counts, spans) -> int: the headers of "
+     "records as spans, or -1 when any is not plain (left to the record decoder)."},
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(order, offset_deltas, key_starts, key_sizes, key_data, value_starts, "
      "value_sizes, value_data, starts) -> bytes: records without headers, back to back."},

@@ -18,3 +18,6 @@ def encode_records(
 def murmur2_partitions(
     key_starts: Any, key_sizes: Any, key_data: Any, num_partitions: int, partitions: Any, /
 ) -> None: ...
+def scan_headers(
+    records: Any, header_at: Any, record_end: Any, counts: Any, spans: Any, /
+) -> int: ...

@@ -45,7 +45,7 @@ try:  # built by setup.py when a C compiler was there; numpy does the same witho
 except ImportError:  # pragma: no cover - depends on how samsa was installed
     _native = None
 
-__all__ = ["ArrowBatchDecoder", "DecodedBatch", "record_columns"]
+__all__ = ["HEADERS_TYPE", "ArrowBatchDecoder", "DecodedBatch", "record_columns"]
 
 _SHIFTS: Final = np.arange(MAX_VARLONG_BYTES, dtype=np.uint64) * np.uint64(7)
 _STEPS: Final = np.arange(MAX_VARLONG_BYTES, dtype=np.int64)
@@ -192,14 +192,68 @@ headers or trailing bytes (left to the record decoder); :class:`CorruptRecordErr
 a record does not fit its length. The C helper's when it was built, else numpy's."""
 
 
+HEADERS_TYPE: Final = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+"""The Arrow type of a headers column (Spark's: a record without headers is null)."""
+_NO_SPANS: Final = np.zeros(0, dtype=np.int64)
+
+
+def _headers_in_c(
+    buf: bytes, unusual: Any, header_at: Any, end: Any, *, count: int, headers_type: pa.DataType
+) -> pa.Array | None:
+    """The headers column of the records ``unusual`` (the others have none; each one's
+    header count is at ``header_at``), their spans found by the C helper; None when a
+    record is not plain (a null key, bytes after the headers, a key that is not
+    UTF-8…), for the record decoder to judge."""
+    assert _native is not None
+    ends = np.ascontiguousarray(end[unusual])
+    per_record = np.empty(len(unusual), dtype=np.int64)
+    total = _native.scan_headers(buf, header_at, ends, per_record, _NO_SPANS)
+    if total <= 0:
+        return None
+    spans = np.empty((4, total), dtype=np.int64)
+    if _native.scan_headers(buf, header_at, ends, per_record, spans) != total:
+        return None
+    try:
+        keys = _binary(buf, spans[0], spans[1]).cast(pa.string())  # checks the UTF-8
+    except pa.ArrowInvalid:
+        return None
+    entries = pa.StructArray.from_arrays(
+        [keys, _binary(buf, spans[2], spans[3])], fields=list(headers_type.value_type)
+    )
+    counts = np.zeros(count, dtype=np.int64)
+    counts[unusual] = per_record
+    offsets = np.zeros(count + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.ListArray.from_arrays(
+        pa.array(offsets), entries, type=headers_type, mask=pa.array(counts == 0)
+    )
+
+
+def _headers_decoded(
+    buf: bytes, unusual: Any, start: Any, count: int, headers_type: pa.DataType
+) -> pa.Array:
+    """The same as :func:`_headers_in_c`, record by record with the record decoder, which
+    also raises CorruptRecordError for whatever is wrong with one."""
+    rows: list[Any] = [None] * count
+    for i in unusual.tolist():
+        record, _ = decode_record(buf, int(start[i]), 0, 0, None)
+        if record.headers:
+            rows[i] = [{"key": k, "value": v} for k, v in record.headers]
+    return pa.array(rows, headers_type)
+
+
 def record_columns(
-    batches: Sequence[RecordBatchView], *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
-) -> tuple[Any, Any, Any, pa.Array, pa.Array, list[Any] | None]:
+    batches: Sequence[RecordBatchView],
+    *,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    headers_type: pa.DataType = HEADERS_TYPE,
+) -> tuple[Any, Any, Any, pa.Array, pa.Array, pa.Array | None]:
     """Every record of ``batches`` (one partition's, in order) as columns: offsets,
     timestamps and timestamp types (numpy int64 arrays), keys and values (binary arrays),
-    and the headers (a list with a tuple of headers per record) when any record has
-    some, else None. The batches are decoded together: numpy's cost per call is paid
-    once per fetch, not once per (often small) batch.
+    and the headers (an Arrow array of ``headers_type``, null for a record without
+    headers, as Spark's Kafka source has them) when any record has some, else None. The
+    batches are decoded together: numpy's cost per call is paid once per fetch, not once
+    per (often small) batch.
 
     The checks are those of :func:`samsa.records.reader.iter_records`: a records section
     that disagrees with its batch's header raises :class:`CorruptRecordError`.
@@ -227,13 +281,17 @@ def record_columns(
         raise CorruptRecordError(
             f"a batch's records do not end where its records section does ({count} records)"
         )
-    headers: list[Any] | None = None
+    headers: pa.Array | None = None
     if len(unusual):
-        # Headers (or bytes the fast checks do not account for): the record decoder.
-        headers = [()] * count
-        for i in unusual.tolist():
-            record, _ = decode_record(buf, int(start[i]), 0, 0, None)
-            headers[i] = record.headers
+        # Headers (or bytes the fast checks do not account for): the C helper's spans when
+        # every such record is plain, else the record decoder.
+        if _scan is _scan_native:
+            header_at = value_start[unusual] + np.maximum(value_length[unusual], 0)
+            headers = _headers_in_c(
+                buf, unusual, header_at, end, count=count, headers_type=headers_type
+            )
+        if headers is None:
+            headers = _headers_decoded(buf, unusual, start, count, headers_type)
     last_deltas = np.array([b.last_offset_delta for b in batches], dtype=np.int64)
     if (offset_delta[last[with_records]] > last_deltas[with_records]).any():
         raise CorruptRecordError("a batch's last record has an offset delta beyond its header's")
@@ -271,13 +329,15 @@ class ArrowBatchDecoder:
     def __init__(self, schema: pa.Schema) -> None:
         self.schema = schema
         self.include_headers = "headers" in schema.names
-        self._headers_type = schema.field("headers").type if self.include_headers else None
+        self._headers_type = schema.field("headers").type if self.include_headers else HEADERS_TYPE
         self._timestamp_type = schema.field("timestamp").type
 
     def __call__(
         self, tp: TopicPartition, batches: Sequence[RecordBatchView], position: int
     ) -> DecodedBatch | None:
-        offsets, timestamps, types, keys, values, headers = record_columns(batches)
+        offsets, timestamps, types, keys, values, headers = record_columns(
+            batches, headers_type=self._headers_type
+        )
         if len(offsets) and offsets[0] < position:
             keep = offsets >= position
             if not keep.any():
@@ -286,7 +346,7 @@ class ArrowBatchDecoder:
             offsets, timestamps, types = offsets[keep], timestamps[keep], types[keep]
             keys, values = keys.filter(chosen), values.filter(chosen)
             if headers is not None:
-                headers = [h for h, k in zip(headers, keep.tolist(), strict=True) if k]
+                headers = headers.filter(chosen)
         count = len(offsets)
         if not count:
             return None
@@ -303,12 +363,8 @@ class ArrowBatchDecoder:
             pa.array(types.astype(np.int32)),
         ]
         if self.include_headers:
-            if headers is None:
-                columns.append(pa.nulls(count, self._headers_type))
-            else:
-                # As Spark's Kafka source: a record without headers has null, not [].
-                rows = [[{"key": k, "value": v} for k, v in h] if h else None for h in headers]
-                columns.append(pa.array(rows, self._headers_type))
+            # As Spark's Kafka source: a record without headers has null, not [].
+            columns.append(pa.nulls(count, self._headers_type) if headers is None else headers)
         return DecodedBatch(
             pa.RecordBatch.from_arrays(columns, schema=self.schema),
             offsets,
