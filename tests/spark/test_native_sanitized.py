@@ -64,7 +64,17 @@ FUZZ = textwrap.dedent(
                                       np.empty(rows, np.int64))
         except ValueError:
             pass
-        calls += 2
+        entries = rng.randrange(0, 6)
+        def entry_column(low, high):
+            return np.array([rng.randrange(low, high) for _ in range(entries)], np.int64)
+        try:
+            native.encode_records_with_headers(
+                order, deltas, key_starts, key_sizes, data, value_starts, value_sizes, data,
+                column(-1, 6), column(-1, 4), entry_column(-2, 45), entry_column(-2, 12), data,
+                entry_column(-2, 45), entry_column(-3, 12), data, np.empty(n + 1, np.int64))
+        except ValueError:
+            pass
+        calls += 3
     for _ in range(20_000):
         size = rng.randrange(60)
         records = bytes(rng.choice([0, 1, 2, 4, 6, 0x61, 0x7F, 0x80]) for _ in range(size))
@@ -113,4 +123,4 @@ def test_the_c_helper_reads_and_writes_only_its_buffers_on_any_input(tmp_path: P
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr[-4000:]
     assert "Sanitizer" not in ran.stderr and "runtime error" not in ran.stderr, ran.stderr[-4000:]
-    assert ran.stdout.strip() == "calls 160000"
+    assert ran.stdout.strip() == "calls 180000"

@@ -36,6 +36,14 @@
  *     value likewise, and no headers; ``starts`` (n + 1 int64, written) gets where
  *     each record starts and the total. The bytes Producer.send builds for them.
  *
+ * encode_records_with_headers(order, offset_deltas, key_starts, key_sizes, key_data,
+ *                             value_starts, value_sizes, value_data, header_first,
+ *                             header_count, header_key_starts, header_key_sizes,
+ *                             header_key_data, header_value_starts,
+ *                             header_value_sizes, header_value_data, starts) -> bytes
+ *     The same, each row with the headers header_first[row] .. + header_count[row]
+ *     of the header columns (keys never null, values -1: null).
+ *
  * murmur2_partitions(key_starts, key_sizes, key_data, num_partitions, partitions)
  *     Kafka's default partitioner, toPositive(murmur2(key)) % num_partitions, for
  *     every key (size -1: null, partition -1), written to the int64 buffer
@@ -290,50 +298,137 @@ put_varint(uint8_t *out, int64_t value)
     return out;
 }
 
-/* The body of one record without headers, timestamp delta 0: attributes,
- * timestampDelta, offsetDelta, keyLength, key, valueLength, value, headerCount. */
+/* The header columns of the rows (NULL: no row has headers): row r's headers are
+ * entries header_first[r] .. + header_count[r], each a key (never null) and a value
+ * (size -1: null) in their data buffers. */
+struct header_columns {
+    const int64_t *first, *count, *key_at, *key_size, *value_at, *value_size;
+    const uint8_t *keys, *values;
+};
+
+/* The bytes of row r's header section: the count, then each header. */
 static inline int64_t
-body_size(int64_t offset_delta, int64_t key_size, int64_t value_size)
+headers_size(const struct header_columns *h, int64_t row)
 {
-    return 2 + varint_size(offset_delta) + varint_size(key_size) + (key_size > 0 ? key_size : 0)
-           + varint_size(value_size) + (value_size > 0 ? value_size : 0) + 1;
+    if (h == NULL)
+        return 1;
+    int64_t size = varint_size(h->count[row]);
+    for (int64_t e = h->first[row]; e < h->first[row] + h->count[row]; e++)
+        size += varint_size(h->key_size[e]) + h->key_size[e] + varint_size(h->value_size[e])
+                + (h->value_size[e] > 0 ? h->value_size[e] : 0);
+    return size;
 }
 
-static PyObject *
-encode_records(PyObject *module, PyObject *args)
+static inline uint8_t *
+put_headers(uint8_t *out, const struct header_columns *h, int64_t row)
 {
-    Py_buffer order, deltas, key_starts, key_sizes, key_data, value_starts, value_sizes,
-        value_data, starts;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*w*", &order, &deltas, &key_starts,
-                          &key_sizes, &key_data, &value_starts, &value_sizes, &value_data,
-                          &starts))
-        return NULL;
+    if (h == NULL) {
+        *out++ = 0;
+        return out;
+    }
+    out = put_varint(out, h->count[row]);
+    for (int64_t e = h->first[row]; e < h->first[row] + h->count[row]; e++) {
+        out = put_varint(out, h->key_size[e]);
+        memcpy(out, h->keys + h->key_at[e], (size_t)h->key_size[e]);
+        out += h->key_size[e];
+        out = put_varint(out, h->value_size[e]);
+        if (h->value_size[e] > 0) {
+            memcpy(out, h->values + h->value_at[e], (size_t)h->value_size[e]);
+            out += h->value_size[e];
+        }
+    }
+    return out;
+}
+
+/* The body of one record, timestamp delta 0: attributes, timestampDelta, offsetDelta,
+ * keyLength, key, valueLength, value, then the header section of headers_bytes. */
+static inline int64_t
+body_size(int64_t offset_delta, int64_t key_size, int64_t value_size, int64_t headers_bytes)
+{
+    return 2 + varint_size(offset_delta) + varint_size(key_size) + (key_size > 0 ? key_size : 0)
+           + varint_size(value_size) + (value_size > 0 ? value_size : 0) + headers_bytes;
+}
+
+static inline int
+outside(int64_t at, int64_t size, Py_ssize_t length)
+{
+    return size < -1 || (size > 0 && (at < 0 || at > length - size));
+}
+
+/* Whether the header columns hold every header of every row, within their buffers. */
+static int
+headers_fit(const struct header_columns *h, Py_ssize_t rows, Py_ssize_t entries,
+            Py_ssize_t key_bytes, Py_ssize_t value_bytes)
+{
+    for (Py_ssize_t r = 0; r < rows; r++)
+        if (h->first[r] < 0 || h->count[r] < 0 || h->first[r] > entries - h->count[r])
+            return 0;
+    for (Py_ssize_t e = 0; e < entries; e++)
+        if (h->key_size[e] < 0 || outside(h->key_at[e], h->key_size[e], key_bytes)
+            || outside(h->value_at[e], h->value_size[e], value_bytes))
+            return 0;
+    return 1;
+}
+
+#define N_ENCODE_BUFFERS 17
+
+static PyObject *
+encode(PyObject *args, int with_headers)
+{
+    /* order, deltas, key_starts, key_sizes, key_data, value_starts, value_sizes,
+     * value_data, [header_first, header_count, header_key_starts, header_key_sizes,
+     * header_key_data, header_value_starts, header_value_sizes, header_value_data,]
+     * starts */
+    Py_buffer b[N_ENCODE_BUFFERS];
+    int taken = 0;
     PyObject *result = NULL;
-    const Py_ssize_t n = order.len / (Py_ssize_t)sizeof(int64_t);
-    const Py_ssize_t rows = key_sizes.len / (Py_ssize_t)sizeof(int64_t);
-    const int64_t *row_of = order.buf, *delta = deltas.buf, *key_at = key_starts.buf,
-                  *key_size = key_sizes.buf, *value_at = value_starts.buf,
-                  *value_size = value_sizes.buf;
-    int64_t *record_start = starts.buf;
-    if (deltas.len < n * (Py_ssize_t)sizeof(int64_t)
-        || starts.len < (n + 1) * (Py_ssize_t)sizeof(int64_t) || key_starts.len != key_sizes.len
-        || value_starts.len != key_sizes.len || value_sizes.len != key_sizes.len) {
+    const Py_ssize_t expected = with_headers ? 17 : 9;
+    if (PyTuple_GET_SIZE(args) != expected) {
+        PyErr_Format(PyExc_TypeError, "expected %zd buffers", expected);
+        return NULL;
+    }
+    for (; taken < expected; taken++) {
+        int flags = taken == expected - 1 ? PyBUF_WRITABLE : PyBUF_SIMPLE;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(args, taken), &b[taken], flags) < 0)
+            goto done;
+    }
+    const Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t);
+    const Py_ssize_t rows = b[3].len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *row_of = b[0].buf, *delta = b[1].buf, *key_at = b[2].buf,
+                  *key_size = b[3].buf, *value_at = b[5].buf, *value_size = b[6].buf;
+    const uint8_t *keys = b[4].buf, *values = b[7].buf;
+    Py_buffer *starts = &b[expected - 1];
+    int64_t *record_start = starts->buf;
+    struct header_columns columns, *h = NULL;
+    if (b[1].len < n * (Py_ssize_t)sizeof(int64_t)
+        || starts->len < (n + 1) * (Py_ssize_t)sizeof(int64_t) || b[2].len != b[3].len
+        || b[5].len != b[3].len || b[6].len != b[3].len) {
         PyErr_SetString(PyExc_ValueError, "encode_records: columns of unequal lengths");
         goto done;
+    }
+    if (with_headers) {
+        const Py_ssize_t entries = b[11].len / (Py_ssize_t)sizeof(int64_t);
+        columns = (struct header_columns){b[8].buf, b[9].buf, b[10].buf, b[11].buf,
+                                          b[13].buf, b[14].buf, b[12].buf, b[15].buf};
+        if (b[8].len != b[3].len || b[9].len != b[3].len || b[10].len != b[11].len
+            || b[13].len != b[11].len || b[14].len != b[11].len
+            || !headers_fit(&columns, rows, entries, b[12].len, b[15].len)) {
+            PyErr_SetString(PyExc_ValueError, "encode_records: headers outside their columns");
+            goto done;
+        }
+        h = &columns;
     }
     int64_t total = 0;
     for (Py_ssize_t r = 0; r < n; r++) {
         const int64_t row = row_of[r];
-        if (row < 0 || row >= rows || key_size[row] < -1 || value_size[row] < -1
-            || (key_size[row] > 0
-                && (key_at[row] < 0 || key_at[row] > key_data.len - key_size[row]))
-            || (value_size[row] > 0
-                && (value_at[row] < 0 || value_at[row] > value_data.len - value_size[row]))) {
+        if (row < 0 || row >= rows || outside(key_at[row], key_size[row], b[4].len)
+            || outside(value_at[row], value_size[row], b[7].len)) {
             PyErr_Format(PyExc_ValueError, "encode_records: row %lld is outside its columns",
                          (long long)row);
             goto done;
         }
-        const int64_t body = body_size(delta[r], key_size[row], value_size[row]);
+        const int64_t body =
+            body_size(delta[r], key_size[row], value_size[row], headers_size(h, row));
         record_start[r] = total;
         total += varint_size(body) + body;
     }
@@ -342,11 +437,10 @@ encode_records(PyObject *module, PyObject *args)
     if (result == NULL)
         goto done;
     uint8_t *out = (uint8_t *)PyBytes_AS_STRING(result);
-    const uint8_t *keys = key_data.buf, *values = value_data.buf;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t r = 0; r < n; r++) {
         const int64_t row = row_of[r], ks = key_size[row], vs = value_size[row];
-        out = put_varint(out, body_size(delta[r], ks, vs));
+        out = put_varint(out, body_size(delta[r], ks, vs, headers_size(h, row)));
         *out++ = 0; /* attributes */
         *out++ = 0; /* timestamp delta: every row of a call shares its timestamp */
         out = put_varint(out, delta[r]);
@@ -360,20 +454,25 @@ encode_records(PyObject *module, PyObject *args)
             memcpy(out, values + value_at[row], (size_t)vs);
             out += vs;
         }
-        *out++ = 0; /* no headers */
+        out = put_headers(out, h, row);
     }
     Py_END_ALLOW_THREADS
 done:
-    PyBuffer_Release(&order);
-    PyBuffer_Release(&deltas);
-    PyBuffer_Release(&key_starts);
-    PyBuffer_Release(&key_sizes);
-    PyBuffer_Release(&key_data);
-    PyBuffer_Release(&value_starts);
-    PyBuffer_Release(&value_sizes);
-    PyBuffer_Release(&value_data);
-    PyBuffer_Release(&starts);
+    for (int i = 0; i < taken; i++)
+        PyBuffer_Release(&b[i]);
     return result;
+}
+
+static PyObject *
+encode_records(PyObject *module, PyObject *args)
+{
+    return encode(args, 0);
+}
+
+static PyObject *
+encode_records_with_headers(PyObject *module, PyObject *args)
+{
+    return encode(args, 1);
 }
 
 /* Kafka's murmur2 (the Java client's Utils.murmur2: seed 0x9747b28c, little-endian
@@ -467,6 +566,11 @@ static PyMethodDef native_methods[] = {
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(order, offset_deltas, key_starts, key_sizes, key_data, value_starts, "
      "value_sizes, value_data, starts) -> bytes: records without headers, back to back."},
+    {"encode_records_with_headers", encode_records_with_headers, METH_VARARGS,
+     "encode_records_with_headers(order, offset_deltas, key_starts, key_sizes, key_data, "
+     "value_starts, value_sizes, value_data, header_first, header_count, header_key_starts, "
+     "header_key_sizes, header_key_data, header_value_starts, header_value_sizes, "
+     "header_value_data, starts) -> bytes: the same, each row with its headers."},
     {"murmur2_partitions", murmur2_partitions, METH_VARARGS,
      "murmur2_partitions(key_starts, key_sizes, key_data, num_partitions, partitions): "
      "Kafka's default partition of every key (-1 for a null key), written to partitions."},

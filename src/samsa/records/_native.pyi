@@ -21,3 +21,23 @@ def murmur2_partitions(
 def scan_headers(
     records: Any, header_at: Any, record_end: Any, counts: Any, spans: Any, /
 ) -> int: ...
+def encode_records_with_headers(
+    order: Any,
+    offset_deltas: Any,
+    key_starts: Any,
+    key_sizes: Any,
+    key_data: Any,
+    value_starts: Any,
+    value_sizes: Any,
+    value_data: Any,
+    header_first: Any,
+    header_count: Any,
+    header_key_starts: Any,
+    header_key_sizes: Any,
+    header_key_data: Any,
+    header_value_starts: Any,
+    header_value_sizes: Any,
+    header_value_data: Any,
+    starts: Any,
+    /,
+) -> bytes: ...

@@ -225,18 +225,79 @@ def _records_in_c(
     values: pa.Array,
     key_sizes: Int64s,
     value_sizes: Int64s,
+    headers: _HeaderColumns | None,
 ) -> tuple[memoryview, Int64s]:
-    """:meth:`ArrowBatchEncoder._records` for rows without headers, in one pass of C."""
+    """:meth:`ArrowBatchEncoder._records` in one pass of C."""
     assert _native is not None
     starts = np.empty(len(order) + 1, dtype=np.int64)
-    data = _native.encode_records(
+    rows = (
         np.ascontiguousarray(order, dtype=np.int64),
         np.ascontiguousarray(offset_deltas, dtype=np.int64),
         _starts(keys), np.ascontiguousarray(key_sizes, dtype=np.int64), _data(keys),
         _starts(values), np.ascontiguousarray(value_sizes, dtype=np.int64), _data(values),
-        starts,
     )  # fmt: skip
+    if headers is None:
+        data = _native.encode_records(*rows, starts)
+    else:
+        data = _native.encode_records_with_headers(
+            *rows, headers.first, headers.count, headers.key_starts, headers.key_sizes,
+            headers.key_data, headers.value_starts, headers.value_sizes, headers.value_data,
+            starts,
+        )  # fmt: skip
     return memoryview(data), starts
+
+
+@dataclass(frozen=True, slots=True)
+class _HeaderColumns:
+    """The rows' headers for the C helper: row r has entries ``first[r]`` … ``+ count[r]``;
+    and each row's share of the producer's estimated and reserved sizes."""
+
+    first: Int64s
+    count: Int64s
+    key_starts: Int64s
+    key_sizes: Int64s
+    key_data: pa.Buffer | bytes
+    value_starts: Int64s
+    value_sizes: Int64s
+    value_data: pa.Buffer | bytes
+    estimated: Int64s
+    reserved: Int64s
+
+
+def _header_columns(headers: pa.Array) -> _HeaderColumns | None:
+    """The headers of every row as columns (no per-row Python); None when no row has any,
+    or when one is unusual (a null entry or key: :func:`_header_sections` deals with it)."""
+    n = len(headers)
+    counts = pc.list_value_length(headers).fill_null(0).to_numpy(zero_copy_only=False)
+    counts = counts.astype(np.int64)
+    if not counts.any():
+        return None
+    entries = headers.flatten()  # the entries of the rows' lists, in row order
+    if entries.null_count:
+        return None
+    by_name = dict(zip([f.name for f in entries.type], entries.flatten(), strict=True))
+    keys, values = by_name["key"], by_name["value"]
+    if keys.null_count:
+        return None
+    # The producer's estimates count a header key's characters, as send() measures a str.
+    key_chars = pc.utf8_length(keys).to_numpy(zero_copy_only=False).astype(np.int64)
+    keys, values = keys.cast(pa.large_binary()), values.cast(pa.large_binary())
+    key_sizes, value_sizes = _lengths(keys), _lengths(values)
+    first = np.zeros(n, dtype=np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    row_of = np.repeat(np.arange(n), counts)
+    per_header = key_chars + np.maximum(value_sizes, 0)
+
+    def per_row(extra: int) -> Int64s:
+        weights = (per_header + extra).astype(np.float64)
+        return np.bincount(row_of, weights=weights, minlength=n).astype(np.int64)
+
+    return _HeaderColumns(
+        first=first, count=counts, key_starts=_starts(keys), key_sizes=key_sizes,
+        key_data=_data(keys), value_starts=_starts(values), value_sizes=value_sizes,
+        value_data=_data(values), estimated=per_row(_ESTIMATE_HEADER),
+        reserved=per_row(_RESERVED_HEADER),
+    )  # fmt: skip
 
 
 class ArrowBatchEncoder:
@@ -289,12 +350,20 @@ class ArrowBatchEncoder:
         values = values.cast(pa.large_binary())
         keys = pa.nulls(n, pa.large_binary()) if keys is None else keys.cast(pa.large_binary())
         key_sizes, value_sizes = _lengths(keys), _lengths(values)
-        sections = None if headers is None else _header_sections(headers)
+        sections = header_columns = None
+        if headers is not None:
+            if _native is not None and _encode_in_c:
+                header_columns = _header_columns(headers)
+            if header_columns is None:
+                sections = _header_sections(headers)
         estimated = _ESTIMATE_OVERHEAD + np.maximum(key_sizes, 0) + np.maximum(value_sizes, 0)
         reserved = RECORD_OVERHEAD + np.maximum(key_sizes, 0) + np.maximum(value_sizes, 0)
         if sections is not None:
             estimated += sections[1]
             reserved += sections[2]
+        if header_columns is not None:
+            estimated += header_columns.estimated
+            reserved += header_columns.reserved
         self._check_sizes(reserved)
         placed = self._partitions(topic, num_partitions, keys, partitions, reserved)
         order = np.argsort(placed, kind="stable")
@@ -315,6 +384,7 @@ class ArrowBatchEncoder:
         data, record_offsets = self._records(
             order=order, offset_deltas=offset_deltas, keys=keys, values=values,
             key_sizes=key_sizes, value_sizes=value_sizes, header_sections=header_section,
+            header_columns=header_columns,
         )  # fmt: skip
         cuts = record_offsets[np.append(starts, n)].tolist()
         for i, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
@@ -417,12 +487,13 @@ class ArrowBatchEncoder:
         key_sizes: Int64s,
         value_sizes: Int64s,
         header_sections: Sequence[bytes] | None,
+        header_columns: _HeaderColumns | None = None,
     ) -> tuple[memoryview, Int64s]:
         """Every record's bytes, rows in ``order``, back to back; and where each starts."""
         if header_sections is None and _native is not None and _encode_in_c:
             return _records_in_c(
                 order=order, offset_deltas=offset_deltas, keys=keys, values=values,
-                key_sizes=key_sizes, value_sizes=value_sizes,
+                key_sizes=key_sizes, value_sizes=value_sizes, headers=header_columns,
             )  # fmt: skip
         n = len(order)
         key_sizes, value_sizes = key_sizes[order], value_sizes[order]
