@@ -21,11 +21,12 @@ with the same timestamp, cut into batches where its accumulator cuts them
   accumulator's rule; the first row of a batch always fits.
 - records: all rows of one call share its timestamp (timestamp deltas 0). Where
   samsa's optional C helper was built (:mod:`samsa.records._native`) one pass of
-  C writes the records of rows without headers; otherwise, and for rows with
-  headers, the length, offset-delta, key-length and value-length varints are
-  computed with numpy for the whole column, and Arrow's ``take`` interleaves
-  them with the keys' and values' bytes in one pass; header sections are encoded
-  one by one in Python. Both give the same bytes.
+  C writes the records, headers included (taken from the Arrow columns without a
+  Python object per row). Otherwise — and for headers with a null entry or key —
+  the length, offset-delta, key-length and value-length varints are computed with
+  numpy for the whole column, and Arrow's ``take`` interleaves them with the keys'
+  and values' bytes in one pass; header sections are encoded one by one in
+  Python. Both give the same bytes.
 
 The one CRC per batch and the header are written by the producer's sender,
 once the producer id, epoch and sequence are known.

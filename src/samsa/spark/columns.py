@@ -14,9 +14,12 @@ conversion then walks them again. Here a whole RecordBatch v2 becomes one
 * keys and values become binary arrays cut out of the decompressed buffer by Arrow
   (a ``take`` over an array whose offsets are the records' (start, end) pairs),
   without a per-record ``bytes``;
-* records with headers (or anything unusual) go through the record decoder of
-  :mod:`samsa.records.record`, which also gives the checks and errors of the record
-  path: a corrupt batch raises :class:`CorruptRecordError` either way.
+* headers become a list-of-struct column: with the C helper their spans are found in
+  one pass and cut out by Arrow like keys and values; without it, or for a record that
+  is not plain (a null header key, bytes after the headers, a key that is not UTF-8),
+  the record decoder of :mod:`samsa.records.record` reads the record, which also gives
+  the checks and errors of the record path: a corrupt batch raises
+  :class:`CorruptRecordError` either way.
 
 numpy and pyarrow come with the ``spark`` extra; the C helper needs a compiler at
 install time and nothing at run time.
