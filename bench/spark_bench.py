@@ -398,7 +398,7 @@ def _best_rate(rows: int, runs: int, work: object) -> float:
     return rows / best
 
 
-def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float, float]:
+def decode_rates(size: int, rows: int = 100_000, *, headers: int = 0) -> tuple[float, float, float]:
     """Executor-side rows/s, fetched batches → one Arrow batch, for ``size``-byte values
     in batches of 16 KiB (the producer's default ``batch.size``), 64 to a fetch: through
     consumer records (the reader's former path), and decoded straight into columns (its
@@ -419,7 +419,10 @@ def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float, float]:
     for first in range(0, rows, per_batch):
         builder = RecordBatchBuilder(base_offset=first)
         for i in range(first, min(rows, first + per_batch)):
-            builder.append(b"x" * size, key=b"%d" % i, timestamp=1_700_000_000_000 + i)
+            builder.append(
+                b"x" * size, key=b"%d" % i, timestamp=1_700_000_000_000 + i,
+                headers=[(f"header-{h}", b"%d" % i) for h in range(headers)],
+            )  # fmt: skip
         batches.append(read_batch(builder.build()))
     tp = TopicPartition("bench", 0)
 
@@ -432,7 +435,7 @@ def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float, float]:
             )
         arrow_rows.take()
 
-    decoder = ArrowBatchDecoder(to_arrow_schema(source_schema(False), timezone="UTC"))
+    decoder = ArrowBatchDecoder(to_arrow_schema(source_schema(headers > 0), timezone="UTC"))
 
     # A fetch brings up to max.partition.fetch.bytes (1 MiB): 64 batches of 16 KiB.
     fetches = [batches[i : i + 64] for i in range(0, len(batches), 64)]
@@ -453,7 +456,7 @@ def decode_rates(size: int, rows: int = 100_000) -> tuple[float, float, float]:
     return _best_rate(rows, 3, via_records), with_c, with_numpy
 
 
-def encode_rates(size: int, rows: int = 100_000) -> tuple[float, float]:
+def encode_rates(size: int, rows: int = 100_000, *, headers: int = 0) -> tuple[float, float]:
     """The sink's rows/s, Arrow batches of 10,000 (key, ``size``-byte value) rows →
     record batches of 512 KiB for 2 partitions, with the C helper and with numpy."""
     import pyarrow as pa
@@ -463,13 +466,21 @@ def encode_rates(size: int, rows: int = 100_000) -> tuple[float, float]:
 
     n = 10_000
     values = pa.array([b"x" * size] * n)
+    header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    header_column = (
+        pa.array([[{"key": f"header-{h}", "value": b"%d" % i} for h in range(headers)]
+                  for i in range(n)], header_type)
+        if headers else None
+    )  # fmt: skip
     keys = pa.array([b"%d" % i for i in range(n)])
     encoder = ArrowBatchEncoder(batch_size=512 * 1024, max_request_size=1 << 20,
                                 buffer_memory=32 << 20)  # fmt: skip
 
     def encode() -> None:
         for _ in range(rows // n):
-            for _ in encoder.encode("bench", 2, values=values, keys=keys, timestamp=1):
+            for _ in encoder.encode(
+                "bench", 2, values=values, keys=keys, headers=header_column, timestamp=1
+            ):
                 pass
 
     kept = batches._encode_in_c
@@ -486,15 +497,15 @@ def encode_rates(size: int, rows: int = 100_000) -> tuple[float, float]:
 
 
 def print_decode_rates() -> None:
-    for size in (100, 1024):
-        records, with_c, with_numpy = decode_rates(size)
-        print(f"decode {size:>4} B  records → Arrow {records:>10,.0f} rows/s  "
-              f"batches → Arrow columns: C scan {with_c:>10,.0f} rows/s, "
-              f"numpy scan {with_numpy:>10,.0f} rows/s")  # fmt: skip
-    for size in (100, 1024):
-        with_c, with_numpy = encode_rates(size)
-        print(f"encode {size:>4} B  Arrow → record batches: C {with_c:>10,.0f} rows/s, "
+    for size, headers in ((100, 0), (1024, 0), (100, 2)):
+        records, with_c, with_numpy = decode_rates(size, headers=headers)
+        print(f"decode {size:>4} B, {headers} headers  records → Arrow {records:>10,.0f} "
+              f"rows/s  batches → Arrow columns: C {with_c:>10,.0f} rows/s, "
               f"numpy {with_numpy:>10,.0f} rows/s")  # fmt: skip
+    for size, headers in ((100, 0), (1024, 0), (100, 2)):
+        with_c, with_numpy = encode_rates(size, headers=headers)
+        print(f"encode {size:>4} B, {headers} headers  Arrow → record batches: "
+              f"C {with_c:>10,.0f} rows/s, numpy {with_numpy:>10,.0f} rows/s")  # fmt: skip
 
 
 def versus_parquet(
