@@ -6,8 +6,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.rawclient import exchange
 
+from samsa.errors import ErrorCode
 from samsa.testing.cluster import LocalCluster
+
+LIST_OFFSETS = 2
 
 SESSION_TIMEOUT_MS = 3000
 """Short ZooKeeper sessions: a dead broker is noticed within a few seconds."""
@@ -51,3 +55,19 @@ def patient_cluster(tmp_path: Path, zk_connect: str) -> Iterator[LocalCluster]:
         yield local
     finally:
         local.close()
+
+
+def wait_until_served(cluster: LocalCluster, broker: int, topic: str, partition: int = 0) -> None:
+    """Until ``broker`` itself serves ``partition`` of ``topic`` as its leader (answers
+    ListOffsets for it): ZooKeeper names a leader before that broker has seen the change
+    through its watch, and a request in between gets UNKNOWN_TOPIC_OR_PARTITION."""
+
+    def served() -> bool:
+        response = exchange(f"127.0.0.1:{cluster.brokers[broker].port}", LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": 0,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": partition, "current_leader_epoch": -1, "timestamp": -1}]}],
+        })  # fmt: skip
+        return int(response.topics[0].partitions[0].error_code) == ErrorCode.NONE
+
+    cluster.wait_until(served, f"{topic}-{partition} served by broker {broker} as its leader")

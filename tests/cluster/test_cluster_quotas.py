@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kazoo.client import KazooClient
+from tests.cluster.conftest import wait_until_served
 from tests.integration.test_client_quotas import produce_throttle_ms
 
 from samsa import Admin
@@ -51,6 +52,7 @@ def test_a_quota_set_through_one_broker_throttles_a_client_of_another(
     topic, client = f"quota-{uuid.uuid4().hex[:8]}", f"client-{uuid.uuid4().hex[:8]}"
     with _admin(_address(pair, 1)) as admin:
         admin.create_topics([NewTopic(topic, replica_assignment={0: [2]})])
+        wait_until_served(pair, 2, topic)
         assert produce_throttle_ms(_address(pair, 2), topic, client, 20_000) == 0
         admin.alter_client_quotas(
             [ClientQuotaAlteration({"client-id": client}, {"producer_byte_rate": 1000})]

@@ -7,14 +7,14 @@ import time
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.cluster.conftest import replica_records
+from tests.cluster.conftest import replica_records, wait_until_served
 from tests.rawclient import exchange, read_response_with_id, request_frame
 
 from samsa.errors import ErrorCode
 from samsa.records import RecordBatchBuilder
 from samsa.testing.cluster import LocalCluster
 
-PRODUCE, LIST_OFFSETS, METADATA = 0, 2, 3
+PRODUCE, METADATA = 0, 3
 QUIET = {"log_level": 3}
 
 
@@ -26,7 +26,7 @@ def _create(cluster: LocalCluster, topic: str, partitions: int = 1, **config: st
 def _produce(cluster: LocalCluster, topic: str, value: bytes) -> ErrorCode:
     """One acks=all Produce (v9) to the partition's leader; its error code."""
     leader = cluster.wait_for_leader(topic, 0)
-    _wait_until_led_by(cluster, leader, topic)
+    wait_until_served(cluster, leader, topic)
     builder = RecordBatchBuilder()
     builder.append(value, timestamp=int(time.time() * 1000))
     response = exchange(
@@ -126,21 +126,6 @@ def test_metadata_names_every_live_broker_and_each_partitions_replicas(
         assert partition.leader_epoch >= 0
 
 
-def _wait_until_led_by(cluster: LocalCluster, broker: int, topic: str) -> None:
-    """Until ``broker`` itself serves partition 0 of ``topic`` as its leader: ZooKeeper
-    names the leader before the broker has seen the change through its watch."""
-
-    def served() -> bool:
-        response = exchange(f"127.0.0.1:{cluster.brokers[broker].port}", LIST_OFFSETS, 7, {
-            "replica_id": -1, "isolation_level": 0,
-            "topics": [{"name": topic, "partitions": [
-                {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}],
-        })  # fmt: skip
-        return int(response.topics[0].partitions[0].error_code) == ErrorCode.NONE
-
-    cluster.wait_until(served, f"{topic}-0 served by broker {broker} as its leader")
-
-
 def _produce_frame(topic: str, value: bytes, acks: int, correlation_id: int) -> bytes:
     builder = RecordBatchBuilder()
     builder.append(value, timestamp=int(time.time() * 1000))
@@ -162,7 +147,7 @@ def test_an_acks_all_produce_its_isr_holds_at_once_is_answered_behind_one_still_
     admin.create_topics([alone])["alone"].result(30)
     cluster.wait_for_leader("alone")
     for topic in ("waits", "alone"):
-        _wait_until_led_by(cluster, leader, topic)
+        wait_until_served(cluster, leader, topic)
     for follower in (b for b in cluster.brokers if b != leader):
         cluster.pause(follower)  # still in the ISR of "waits": acks=all waits for them
     with socket.create_connection(("127.0.0.1", cluster.brokers[leader].port), 30) as sock:
@@ -183,7 +168,7 @@ def test_an_acks_all_produce_waiting_for_replicas_does_not_hold_up_the_next_requ
     cluster = patient_cluster  # the frozen followers stay registered, so in the ISR
     _create(cluster, "pipelined")
     leader = cluster.wait_for_leader("pipelined")
-    _wait_until_led_by(cluster, leader, "pipelined")
+    wait_until_served(cluster, leader, "pipelined")
     for follower in (b for b in cluster.brokers if b != leader):
         cluster.pause(follower)  # still in the ISR: acks=all waits for them
     with socket.create_connection(("127.0.0.1", cluster.brokers[leader].port), 30) as sock:

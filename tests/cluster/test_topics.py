@@ -42,8 +42,12 @@ def test_an_explicit_assignment_is_kept_and_its_first_replica_leads(
     assert cluster.wait_for_leader("placed", 0) == 3
     assert cluster.wait_for_leader("placed", 1) == 2
     assert sorted(cluster.isr_of("placed", 0)) == [1, 3]
+    # Broker 1 creates its replica when it sees the partition's state, after ZooKeeper has it.
+    cluster.wait_until(
+        (cluster.brokers[1].data_dir / "placed-0").is_dir,
+        "broker 1's replica of placed-0",
+    )
     assert not (cluster.brokers[2].data_dir / "placed-0").exists()
-    assert (cluster.brokers[1].data_dir / "placed-0").is_dir()
 
 
 def test_a_deleted_topic_leaves_every_broker(cluster: LocalCluster) -> None:
