@@ -6,8 +6,9 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.cluster.conftest import wait_until_served
 from tests.cluster.test_failover import (
     PARTITIONS,
     TOPIC,
@@ -16,11 +17,13 @@ from tests.cluster.test_failover import (
     create_failover_topic,
 )
 from tests.integration.txn_copier import copy_topic, read_committed
+from tests.rawclient import exchange
 
 from samsa.coordinator.group.records import partition_for
 from samsa.testing.cluster import LocalCluster
 
 QUIET = {"log_level": 3}
+METADATA = 3
 
 
 class GroupReader(threading.Thread):
@@ -41,9 +44,21 @@ class GroupReader(threading.Thread):
         self.values: set[bytes] = set()
         self.errors: list[KafkaError] = []
         self.stopping = threading.Event()
+        # Noted by this thread for state(): the consumer is called from this thread only.
+        self.assigned: list[int] = []
+        self.next_offsets: dict[int, int] = {}
+        self.rebalances = 0
+        self.last_message = time.monotonic()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.rebalances += 1
+        self.assigned = sorted(tp.partition for tp in partitions)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.assigned = []
 
     def run(self) -> None:
-        self.consumer.subscribe([TOPIC])
+        self.consumer.subscribe([TOPIC], on_assign=self._on_assign, on_revoke=self._on_revoke)
         while not self.stopping.is_set():
             for message in self.consumer.consume(500, 0.2):
                 error = message.error()
@@ -51,6 +66,8 @@ class GroupReader(threading.Thread):
                     value = message.value()
                     assert value is not None
                     self.values.add(value)
+                    self.next_offsets[message.partition()] = message.offset() + 1
+                    self.last_message = time.monotonic()
                 elif error.code() != KafkaError._PARTITION_EOF:
                     self.errors.append(error)
         self.consumer.close()
@@ -60,12 +77,14 @@ class GroupReader(threading.Thread):
         self.join(60)
 
     def state(self) -> str:
-        """Its assignment and positions (for a message when it did not read everything)."""
-        try:
-            positions = self.consumer.position(self.consumer.assignment())
-        except Exception as exc:  # the consumer may be closing
-            return f"no positions: {exc!r}"
-        return ", ".join(f"{tp.partition}@{tp.offset}" for tp in positions) or "nothing assigned"
+        """Its assignment and positions (for a message when it did not read everything),
+        as its thread noted them: a call into the consumer from here could block behind
+        the consumer's own thread."""
+        positions = ", ".join(f"{p}@{o}" for p, o in sorted(self.next_offsets.items()))
+        return (
+            f"assigned {self.assigned} after {self.rebalances} assignments, next offsets "
+            f"{positions or 'none'}, last record {time.monotonic() - self.last_message:.1f} s ago"
+        )
 
 
 def wait_until_read(cluster: LocalCluster, writer: Writer, reader: GroupReader) -> None:
@@ -201,3 +220,53 @@ def test_an_exactly_once_copy_goes_on_when_its_transaction_coordinators_broker_i
     cluster.start_broker(coordinator)
     copied = read_committed(cluster.bootstrap, "txn-out", len(values))
     assert sorted(copied) == sorted(values), "each input record copied exactly once"
+
+
+def test_a_broker_in_a_controlled_shutdown_stays_in_the_metadata_until_its_leaderships_move(
+    patient_cluster: LocalCluster,
+) -> None:
+    """While the controller has not yet moved a stopping broker's leaderships, clients
+    still find that broker in the metadata, leading its partitions: a partition or a group
+    coordinator is never led by a broker the metadata does not name (librdkafka's group
+    loses such a coordinator). Then its partitions go to other ISR members before it
+    stops, and it comes back into the ISR when it starts again."""
+    cluster = patient_cluster
+    controller = cluster.controller()
+    leaving, other = (b for b in sorted(cluster.brokers) if b != controller)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    held = NewTopic("held", 1, replica_assignment=[[leaving, other, controller]])
+    admin.create_topics([held])["held"].result(30)
+    cluster.wait_until(lambda: len(cluster.isr_of("held")) == 3, "a full ISR")
+    wait_until_served(cluster, leaving, "held")
+
+    def metadata() -> tuple[list[int], int, list[int]]:
+        response = exchange(f"127.0.0.1:{cluster.brokers[other].port}", METADATA, 12, {
+            "topics": [{"name": "held", "topic_id": None}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        })  # fmt: skip
+        (partition,) = response.topics[0].partitions
+        brokers = sorted(b.node_id for b in response.brokers)
+        return brokers, partition.leader_id, list(partition.isr_nodes)
+
+    cluster.pause(controller)  # the announcement waits for it
+    exit_codes: list[int] = []
+    stopper = threading.Thread(target=lambda: exit_codes.append(cluster.stop(leaving)))
+    try:
+        stopper.start()
+        cluster.wait_until(lambda: leaving in cluster.shutting_down(), "the shutdown announced")
+        for _ in range(3):
+            brokers, leader, _ = metadata()
+            assert leaving in brokers and leader == leaving, (brokers, leader)
+            time.sleep(0.5)
+    finally:
+        cluster.resume(controller)
+        stopper.join(60)
+    assert exit_codes == [0]
+    assert cluster.leader_of("held") != leaving
+    assert leaving not in cluster.isr_of("held")
+    cluster.wait_until(lambda: leaving not in metadata()[0], "the stopped broker gone")
+    brokers, leader, isr = metadata()
+    assert leader in (other, controller) and leaving not in isr, (leader, isr)
+    cluster.start_broker(leaving)
+    cluster.wait_until(lambda: leaving in cluster.isr_of("held"), "back in the ISR")
+    assert cluster.shutting_down() == []

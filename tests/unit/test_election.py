@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from samsa.cluster.election import elect_offline_leader, initial_state, remove_replica_from_isr
+from samsa.cluster.election import (
+    elect_offline_leader,
+    initial_state,
+    move_leadership_away,
+    remove_replica_from_isr,
+)
 from samsa.cluster.zk_data import NO_LEADER, LeaderAndIsr
 
 REPLICAS = (1, 2, 3)
@@ -62,3 +67,30 @@ def test_the_last_isr_member_dying_takes_the_partition_offline_and_stays_in_the_
 
 def test_a_broker_outside_the_isr_going_offline_changes_nothing() -> None:
     assert remove_replica_from_isr(REPLICAS, state(1, (1, 2)), 3, {1, 2}, EPOCH) is None
+
+
+def test_a_stopping_leader_hands_over_to_the_first_live_isr_member_and_leaves_the_isr() -> None:
+    after = remove_replica_from_isr(
+        REPLICAS, state(1, (3, 1, 2)), 1, {2, 3}, EPOCH, controlled=True
+    )
+    assert after == LeaderAndIsr(2, 5, (3, 2), EPOCH, zk_version=11)
+    assert move_leadership_away(REPLICAS, state(1, (1, 3)), {2, 3}, EPOCH) == LeaderAndIsr(
+        3, 5, (3,), EPOCH, zk_version=11
+    )
+
+
+def test_a_stopping_leader_with_no_other_live_isr_member_leads_on_until_it_stops() -> None:
+    # Never offline early, never outside the ISR (unclean or not): it leads until its
+    # session ends, and then the partition goes offline as for any last ISR member.
+    for unclean in (False, True):
+        alone = remove_replica_from_isr(
+            REPLICAS, state(1, (1,)), 1, {2, 3}, EPOCH, unclean=unclean, controlled=True
+        )
+        assert alone is None
+    assert move_leadership_away(REPLICAS, state(1, (1, 2)), {3}, EPOCH) is None
+
+
+def test_a_stopping_follower_leaves_the_isr() -> None:
+    after = remove_replica_from_isr(REPLICAS, state(1, (1, 2, 3)), 3, {1, 2}, EPOCH,
+                                    controlled=True)  # fmt: skip
+    assert after == LeaderAndIsr(1, 5, (1, 2), EPOCH, zk_version=11)

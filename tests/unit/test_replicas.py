@@ -73,6 +73,14 @@ def test_a_follower_rejoins_once_it_reaches_the_high_watermark_and_the_epoch_sta
     assert replicas.isr_to_expand() == (1, 2, 3)
 
 
+def test_a_caught_up_follower_in_a_controlled_shutdown_is_not_taken_back() -> None:
+    replicas = leader(isr=(1, 2))
+    replicas.record_fetch(2, 150, 150, T0)
+    replicas.record_fetch(3, 150, 150, T0)
+    assert replicas.isr_to_expand(barred={3}) is None
+    assert replicas.isr_to_expand(barred={2}) == (1, 2, 3)  # already in: not its to drop
+
+
 def test_shrinking_the_isr_releases_a_high_watermark_held_by_the_dropped_follower() -> None:
     replicas = leader()
     replicas.record_fetch(2, 100, 100, T0)

@@ -25,7 +25,7 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
 from samsa.broker.fetch_session import FetchSession, PartitionKey
@@ -321,11 +321,11 @@ class Partition:
         self._acks = []
 
     # -- leader: the ISR ------------------------------------------------------------------
-    def isr_to_expand(self) -> tuple[int, ...] | None:
+    def isr_to_expand(self, barred: Container[int] = ()) -> tuple[int, ...] | None:
         lr = self.leader_replicas
         if lr is None or self.isr_change_in_flight:
             return None
-        return lr.isr_to_expand()
+        return lr.isr_to_expand(barred)
 
     def isr_to_shrink(self, now: int, max_lag_ms: int) -> tuple[int, ...] | None:
         lr = self.leader_replicas

@@ -40,7 +40,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Container, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -175,6 +175,8 @@ class ReplicaManager:
         """``acks=all`` appends waiting for their ISR now (the produce purgatory size)."""
         self.isr_shrinks = 0
         self.isr_expands = 0
+        self.barred_from_isr: Callable[[], Container[int]] = tuple
+        """Brokers no ISR may take in now (in a cluster: those in a controlled shutdown)."""
 
     def topic_config(self, topic: str) -> LogConfig:
         info = self.metadata.get(topic)
@@ -647,7 +649,7 @@ class ReplicaManager:
     def _maybe_expand_isr(self, partition: Partition) -> None:
         if self.write_isr is None:
             return
-        wanted = partition.isr_to_expand()
+        wanted = partition.isr_to_expand(self.barred_from_isr())
         if wanted is not None:
             self._change_isr(partition, wanted, "caught up")
 

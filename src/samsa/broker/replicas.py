@@ -26,7 +26,7 @@ Not thread-safe: one owner per partition.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
 UNKNOWN_OFFSET = -1
@@ -114,12 +114,14 @@ class LeaderReplicas:
             return True
         return False
 
-    def isr_to_expand(self) -> tuple[int, ...] | None:
-        """The ISR with every follower that has caught up added; None if none has."""
+    def isr_to_expand(self, barred: Container[int] = ()) -> tuple[int, ...] | None:
+        """The ISR with every follower that has caught up added, but none of ``barred``
+        (brokers in a controlled shutdown); None if none has."""
         joining = [
             broker
             for broker, state in sorted(self.followers.items())
             if broker not in self.isr
+            and broker not in barred
             and state.log_end_offset >= self.high_watermark
             and state.log_end_offset >= self.epoch_start_offset
         ]

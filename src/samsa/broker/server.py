@@ -519,8 +519,8 @@ class Broker:
         context = self.cluster.controller.context
         if context is None:
             return False, 0
-        live = context.live_brokers
-        offline = sum(1 for state in context.states.values() if state.leader not in live)
+        serving = context.live_brokers.keys() | context.shutting_down
+        offline = sum(1 for state in context.states.values() if state.leader not in serving)
         return True, offline
 
     def _cleaned(self, seconds: float, result: CleanResult) -> None:
@@ -567,8 +567,8 @@ class Broker:
             if self.zk_quotas is not None:
                 await self.zk_quotas.stop()
             if self.cluster is not None:
-                # The session ends at once: the controller moves leadership without waiting
-                # for the session timeout (this broker's registration is gone).
+                # The session ends at once, and with it the registration: the controller
+                # moves what leadership is left without waiting for the session timeout.
                 await self.cluster.stop()
             if self.marker_channel is not None:
                 await self.marker_channel.close()

@@ -37,7 +37,6 @@ from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.partition import LeaderAndIsrState, Partition
 from samsa.broker.replica_fetcher import Endpoint, FetcherConfig, ReplicaFetcherManager
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.cluster import zk_data
 from samsa.cluster.controller import Controller
 from samsa.cluster.controller_admin import LeaderRebalance
 from samsa.cluster.kafka_zk import KafkaZk
@@ -163,6 +162,7 @@ class ZkCluster:
         )
         replica_manager.fetching = self.fetchers
         replica_manager.write_isr = self.write_isr
+        replica_manager.barred_from_isr = lambda: self.cache.shutting_down
         replica_manager.replica_lag_time_max_ms = config["replica.lag.time.max.ms"]
 
     # -- start and stop -------------------------------------------------------------------
@@ -267,23 +267,25 @@ class ZkCluster:
         """Move this broker's leaderships to other ISR members before it stops (Kafka's
         controlled shutdown, ``controlled.shutdown.enable``).
 
-        The broker withdraws its registration while it goes on serving: the controller
-        sees it leave, elects a new leader among the other ISR members of each partition
-        it led and drops it from every ISR, and the clients follow the new leaders (their
-        requests here get NOT_LEADER_OR_FOLLOWER, which they retry). It returns once
-        this broker leads nothing with another live ISR member to lead instead, or after
-        ``controlled.shutdown.timeout.ms``.
+        The broker announces it (an ephemeral ``/samsa/controlled_shutdown/<id>``) and
+        goes on serving: the controller elects a new leader among the other ISR members
+        of each partition it led and drops it from every ISR, leaders take it into none
+        again, and the clients follow the new leaders (their requests here get
+        NOT_LEADER_OR_FOLLOWER, which they retry). Its registration stays, so clients'
+        metadata lists it until it stops: a group coordinator that moves away is never,
+        meanwhile, a broker the metadata does not know. It returns once this broker leads
+        nothing with another live ISR member to lead instead, or after
+        ``controlled.shutdown.timeout.ms``; stopping ends the session, which takes the
+        registration and the announcement.
         """
         if not self.config["controlled.shutdown.enable"]:
             return
         self._leaving = True
         started = asyncio.get_running_loop().time()
         try:
-            await self.client.delete(zk_data.broker_path(self.node_id))
-        except NoNodeError:
-            pass  # the session is already gone: the controller has moved on
+            await self.zk.announce_shutdown(self.node_id)
         except Exception as exc:
-            log.warning("controlled shutdown: cannot withdraw the registration: %s", exc)
+            log.warning("controlled shutdown: cannot announce it in ZooKeeper: %s", exc)
             return
 
         def moved() -> bool:

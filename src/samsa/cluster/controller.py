@@ -29,7 +29,7 @@ import contextlib
 import enum
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from samsa.cluster import election, zk_data
@@ -67,6 +67,9 @@ class ControllerContext:
 
     epoch: ControllerEpoch
     live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    """Registered and not in a controlled shutdown: the brokers leaders are chosen from."""
+    shutting_down: frozenset[int] = frozenset()
+    """Registered, in a controlled shutdown: led by no one, in no ISR."""
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
     unclean: dict[str, bool] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
@@ -231,33 +234,62 @@ class Controller(ControllerAdmin):
 
     # -- brokers ------------------------------------------------------------------------
 
-    async def _read_brokers(self, context: ControllerContext) -> tuple[set[int], set[int]]:
+    async def _read_brokers(
+        self, context: ControllerContext
+    ) -> tuple[set[int], set[int], set[int]]:
+        """Read the registered brokers and those in a controlled shutdown (watching both);
+        the live ones, for the controller, are the registered ones not shutting down:
+        they lose their leaderships and ISR places as if gone, while clients still see
+        them until they stop (Kafka's ``liveBrokerIds`` next to ``liveOrShuttingDown``)."""
         await self.zk.get_broker_ids(watch=lambda: self._enqueue(Event.BROKERS_CHANGED))
-        brokers = await self.zk.get_brokers()
-        before = set(context.live_brokers)
-        context.live_brokers = brokers
-        return set(brokers) - before, before - set(brokers)
+        leaving = await self.zk.get_shutting_down(
+            watch=lambda: self._enqueue(Event.BROKERS_CHANGED)
+        )
+        registered = await self.zk.get_brokers()
+        live_before = set(context.live_brokers)
+        registered_before = live_before | context.shutting_down
+        context.live_brokers = {b: r for b, r in registered.items() if b not in leaving}
+        context.shutting_down = leaving & registered.keys()
+        return (
+            set(context.live_brokers) - live_before,
+            registered_before - set(registered),
+            set(context.shutting_down & live_before),
+        )
 
     async def _on_brokers_changed(self, context: ControllerContext) -> None:
-        added, removed = await self._read_brokers(context)
-        if added or removed:
+        added, removed, stopping = await self._read_brokers(context)
+        if added or removed or stopping:
             log.info(
-                "brokers changed: live %s (added %s, gone %s)",
+                "brokers changed: live %s (added %s, gone %s, shutting down %s)",
                 sorted(context.live_brokers),
                 sorted(added),
                 sorted(removed),
+                sorted(stopping),
             )
         live = set(context.live_brokers)
+        partitions = [tp for tp in context.partitions() if tp in context.states]
+        for broker in sorted(stopping):
+            leave = functools.partial(
+                self._leave_isr, context, broker=broker, live=live, controlled=True
+            )
+            await _each(partitions, leave)
         for broker in sorted(removed):
             leave = functools.partial(self._leave_isr, context, broker=broker, live=live)
-            await _each([tp for tp in context.partitions() if tp in context.states], leave)
+            await _each(partitions, leave)
         if added:
             await self._bring_online(context, context.partitions())
 
     async def _leave_isr(
-        self, context: ControllerContext, tp: TopicPartition, *, broker: int, live: set[int]
+        self,
+        context: ControllerContext,
+        tp: TopicPartition,
+        *,
+        broker: int,
+        live: set[int],
+        controlled: bool = False,
     ) -> None:
-        """``broker`` is gone: out of ``tp``'s ISR, and a new leader if it led."""
+        """``broker`` is gone, or stopping (``controlled``): out of ``tp``'s ISR, and a new
+        leader if it led (when it is stopping, only one from the rest of the ISR)."""
         await self._change_state(
             context,
             tp,
@@ -268,6 +300,7 @@ class Controller(ControllerAdmin):
                 live=live,
                 controller_epoch=context.epoch.epoch,
                 unclean=context.unclean.get(tp.topic, self.unclean_default),
+                controlled=controlled,
             ),
         )
 
@@ -333,6 +366,7 @@ class Controller(ControllerAdmin):
         """Create missing partition states, elect leaders for offline partitions and drop
         offline brokers from the ISRs of the others."""
         live = set(context.live_brokers)
+        stopping = context.shutting_down
         for topic in sorted({tp.topic for tp in partitions if tp not in context.states}):
             await self.zk.ensure_partitions_path(topic)
 
@@ -348,6 +382,7 @@ class Controller(ControllerAdmin):
                     _elect_or_shrink,
                     replicas,
                     live=live,
+                    stopping=stopping,
                     controller_epoch=context.epoch.epoch,
                     unclean=context.unclean.get(tp.topic, self.unclean_default),
                 ),
@@ -429,9 +464,14 @@ def _elect_or_shrink(
     live: set[int],
     controller_epoch: int,
     *,
+    stopping: Collection[int],
     unclean: bool,
 ) -> LeaderAndIsr | None:
-    """A new leader if the partition's is offline, else its ISR without offline brokers."""
+    """A new leader if the partition's is offline or stopping (``stopping``: brokers in a
+    controlled shutdown, which keep a partition no live ISR member can take), else its
+    ISR without offline or stopping brokers."""
+    if current.leader in stopping:
+        return election.move_leadership_away(replicas, current, live, controller_epoch)
     elected = election.elect_offline_leader(
         replicas, current, live, controller_epoch, unclean=unclean
     )

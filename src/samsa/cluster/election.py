@@ -14,6 +14,10 @@ Kafka's rules (``PartitionLeaderElectionAlgorithms`` and the controller's
   keeps only the last member it removed; keeping all of them is as safe and
   comes back sooner.)
 - **a replica goes offline** while the leader lives: it leaves the ISR.
+- **a controlled shutdown** (Kafka's ``ControlledShutdownLeaderElection``): the
+  broker hands each partition it leads to the first other live ISR member in
+  assignment order, never outside the ISR; a partition with none stays led by
+  it until it stops. Where it follows, it leaves the ISR.
 
 Each new leader or ISR bumps ``leader_epoch`` (a new ISR with the same leader
 does too, as Kafka's ZooKeeper-era controller did), so replicas and clients
@@ -77,14 +81,19 @@ def remove_replica_from_isr(
     controller_epoch: int,
     *,
     unclean: bool = False,
+    controlled: bool = False,
 ) -> LeaderAndIsr | None:
     """The state after ``broker`` went offline; None when it changes nothing.
 
     If it led, a new leader is elected from the rest of the ISR; if it was the
-    last ISR member, the partition goes offline and the ISR keeps it.
+    last ISR member, the partition goes offline and the ISR keeps it. When it is
+    only stopping (``controlled``), a partition it leads with no other live ISR
+    member stays as it is.
     """
     if current.leader == NO_LEADER or (broker not in current.isr and broker != current.leader):
         return None  # offline partitions keep their ISR (see elect_offline_leader)
+    if broker == current.leader and controlled:
+        return move_leadership_away(replicas, current, live, controller_epoch)
     if broker == current.leader:
         return elect_offline_leader(
             replicas, current, [b for b in live if b != broker], controller_epoch, unclean=unclean
@@ -95,6 +104,19 @@ def remove_replica_from_isr(
     return LeaderAndIsr(
         current.leader, current.leader_epoch + 1, isr, controller_epoch, current.zk_version
     )
+
+
+def move_leadership_away(
+    replicas: Sequence[int], current: LeaderAndIsr, live: Collection[int], controller_epoch: int
+) -> LeaderAndIsr | None:
+    """The state with a leader in a controlled shutdown replaced by the first live ISR
+    member in assignment order (``live`` excludes the stopping brokers), the ISR keeping
+    only live members; None when there is no such member: it leads until it stops."""
+    leader = next((b for b in replicas if b in live and b in current.isr), None)
+    if leader is None:
+        return None
+    isr = tuple(member for member in current.isr if member in live)
+    return LeaderAndIsr(leader, current.leader_epoch + 1, isr, controller_epoch, current.zk_version)
 
 
 def drop_offline_from_isr(

@@ -103,6 +103,24 @@ class KafkaZk:
         children = await self.client.get_children(zk_data.BROKER_IDS, watch=watch)
         return sorted(int(child) for child in children if child.isdigit())
 
+    async def announce_shutdown(self, broker_id: int) -> None:
+        """Create the ephemeral ``/samsa/controlled_shutdown/<id>``: the controller moves
+        this broker's leaderships away and takes it out of every ISR, while its
+        registration, and so its place in clients' metadata, stays until it stops."""
+        with contextlib.suppress(NodeExistsError):
+            await self.client.create(
+                zk_data.controlled_shutdown_path(broker_id), b"", ephemeral=True, makepath=True
+            )
+
+    async def get_shutting_down(self, watch: Watch = None) -> frozenset[int]:
+        """The brokers in a controlled shutdown."""
+        try:
+            children = await self.client.get_children(zk_data.CONTROLLED_SHUTDOWN, watch=watch)
+        except NoNodeError:  # a cluster whose brokers are older than this path
+            await self.client.ensure_path(zk_data.CONTROLLED_SHUTDOWN)
+            children = await self.client.get_children(zk_data.CONTROLLED_SHUTDOWN, watch=watch)
+        return frozenset(int(child) for child in children if child.isdigit())
+
     async def get_brokers(self) -> dict[int, BrokerRegistration]:
         """Every live broker's registration (one that cannot be read is skipped, logged)."""
         brokers: dict[int, BrokerRegistration] = {}

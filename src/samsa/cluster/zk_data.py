@@ -72,6 +72,10 @@ DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+CONTROLLED_SHUTDOWN = "/samsa/controlled_shutdown"
+"""Parent of an ephemeral ``<id>`` per broker in a controlled shutdown: samsa's own path,
+since Kafka's brokers asked the controller with a ControlledShutdown request, which Kafka
+4's message definitions no longer have."""
 
 PERSISTENT_PATHS = (
     BROKER_IDS,
@@ -83,6 +87,7 @@ PERSISTENT_PATHS = (
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
     "/brokers/seqid",
+    CONTROLLED_SHUTDOWN,
 )
 """The parents every broker makes sure exist at start (as Kafka's ``createTopLevelPaths``)."""
 
@@ -179,6 +184,10 @@ def decode_controller_epoch(data: bytes | None) -> int:
 
 def broker_path(broker_id: int) -> str:
     return f"{BROKER_IDS}/{broker_id}"
+
+
+def controlled_shutdown_path(broker_id: int) -> str:
+    return f"{CONTROLLED_SHUTDOWN}/{broker_id}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,9 @@ class ZkMetadataCache:
         the endpoints of the listener they came in on, where brokers have it."""
         self.cluster_id = ""
         self.brokers: dict[int, BrokerRegistration] = {}
+        self.shutting_down: frozenset[int] = frozenset()
+        """Brokers in a controlled shutdown: still serving and in clients' metadata, but
+        leaders add none of them to an ISR."""
         self.assignments: dict[str, TopicAssignment] = {}
         self.configs: dict[str, dict[str, str]] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
@@ -232,6 +235,7 @@ class ZkMetadataCache:
 
     async def _read_brokers(self) -> None:
         await self.zk.get_broker_ids(watch=lambda: self._enqueue(_BROKERS))
+        self.shutting_down = await self.zk.get_shutting_down(watch=lambda: self._enqueue(_BROKERS))
         brokers = await self.zk.get_brokers()
         if brokers != self.brokers:
             self.brokers = brokers

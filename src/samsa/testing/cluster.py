@@ -270,6 +270,16 @@ class LocalCluster:
             return []
         return sorted(int(c) for c in children)
 
+    def shutting_down(self) -> list[int]:
+        """Broker ids in a controlled shutdown (announced, not yet stopped)."""
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            children = self._zk().get_children("/samsa/controlled_shutdown")  # type: ignore[attr-defined]
+        except NoNodeError:
+            return []
+        return sorted(int(c) for c in children)
+
     def wait_until(self, check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
         """Return once ``check()`` holds; raise TimeoutError naming ``what`` after ``timeout``."""
         deadline = time.monotonic() + timeout
