@@ -260,25 +260,22 @@ class LocalCluster:
         broker = value.get("brokerid", -1) if value else -1
         return broker if isinstance(broker, int) else -1
 
-    def registered(self) -> list[int]:
-        """Broker ids with a live ZooKeeper session."""
+    def _broker_ids_under(self, path: str) -> list[int]:
         from kazoo.exceptions import NoNodeError
 
         try:
-            children = self._zk().get_children("/brokers/ids")  # type: ignore[attr-defined]
+            children = self._zk().get_children(path)  # type: ignore[attr-defined]
         except NoNodeError:
             return []
         return sorted(int(c) for c in children)
+
+    def registered(self) -> list[int]:
+        """Broker ids with a live ZooKeeper session."""
+        return self._broker_ids_under("/brokers/ids")
 
     def shutting_down(self) -> list[int]:
         """Broker ids in a controlled shutdown (announced, not yet stopped)."""
-        from kazoo.exceptions import NoNodeError
-
-        try:
-            children = self._zk().get_children("/samsa/controlled_shutdown")  # type: ignore[attr-defined]
-        except NoNodeError:
-            return []
-        return sorted(int(c) for c in children)
+        return self._broker_ids_under("/samsa/controlled_shutdown")
 
     def wait_until(self, check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
         """Return once ``check()`` holds; raise TimeoutError naming ``what`` after ``timeout``."""
