@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.cluster.conftest import wait_until_served
+from tests.cluster.conftest import GROUP_SETTINGS, SESSION_TIMEOUT_MS, wait_until_served
 from tests.cluster.test_failover import (
     PARTITIONS,
     TOPIC,
@@ -270,3 +271,33 @@ def test_a_broker_in_a_controlled_shutdown_stays_in_the_metadata_until_its_leade
     cluster.start_broker(leaving)
     cluster.wait_until(lambda: leaving in cluster.isr_of("held"), "back in the ISR")
     assert cluster.shutting_down() == []
+
+
+def test_a_stopping_leader_hands_over_to_a_follower_its_controller_saw_leave_and_not_return(
+    tmp_path: Path, zk_connect: str
+) -> None:
+    """The controller last wrote the partition's ISR as the leader alone (its follower had
+    stopped); the leader took the follower back by its own write since. When the leader
+    stops, the controller must decide on the ISR as ZooKeeper has it now and hand over to
+    that follower — not find no other ISR member and leave the leader waiting out
+    ``controlled.shutdown.timeout.ms``, set here far beyond the test's patience."""
+    cluster = LocalCluster(tmp_path, 3, (*GROUP_SETTINGS, "controlled.shutdown.timeout.ms=600000"),
+                           zookeeper_connect=zk_connect,
+                           session_timeout_ms=SESSION_TIMEOUT_MS)  # fmt: skip
+    with cluster:
+        cluster.start()
+        controller = cluster.controller()
+        leader, follower = (b for b in sorted(cluster.brokers) if b != controller)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+        admin.create_topics([NewTopic("pair", 1, replica_assignment=[[leader, follower]])])[
+            "pair"
+        ].result(30)
+        cluster.wait_until(lambda: cluster.isr_of("pair") == [leader, follower], "a full ISR")
+        assert cluster.stop(follower) == 0
+        cluster.wait_until(lambda: cluster.isr_of("pair") == [leader], "the follower out")
+        cluster.start_broker(follower)
+        cluster.wait_until(lambda: sorted(cluster.isr_of("pair")) == sorted([leader, follower]),
+                           "the follower taken back by the leader")  # fmt: skip
+        assert cluster.stop(leader, timeout=60) == 0
+        assert cluster.leader_of("pair") == follower
+        assert cluster.isr_of("pair") == [follower]

@@ -289,7 +289,15 @@ class Controller(ControllerAdmin):
         controlled: bool = False,
     ) -> None:
         """``broker`` is gone, or stopping (``controlled``): out of ``tp``'s ISR, and a new
-        leader if it led (when it is stopping, only one from the rest of the ISR)."""
+        leader if it led (when it is stopping, only one from the rest of the ISR).
+
+        The decision is taken on the state as ZooKeeper has it now: leaders write their
+        own ISR changes, so the one this controller last wrote or read may lack a
+        follower taken back since — and a decision of "nothing to do" on it would not be
+        written, so no failed conditional write would tell that it was stale.
+        """
+        if broker in context.replicas(tp):
+            await self._fresh_state(context, tp)
         await self._change_state(
             context,
             tp,
