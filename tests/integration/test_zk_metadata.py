@@ -110,3 +110,37 @@ def test_a_partition_added_to_a_topic_reaches_the_cache(zk_connect: str) -> None
             await broker.die()
 
     run(scenario)
+
+
+def test_leaders_may_take_into_an_isr_only_registered_brokers_not_shutting_down(
+    zk_connect: str,
+) -> None:
+    async def scenario() -> None:
+        brokers = [await Broker(zk_connect, i).start() for i in (1, 2, 3)]
+        cache = ZkMetadataCache(brokers[0].zk, Recorder())
+        try:
+            await cache.start()
+            assert not {1, 2, 3} & _barred(cache)
+            await brokers[1].zk.announce_shutdown(2)
+
+            async def stopping() -> bool:
+                return _barred(cache) == {2, 4}
+
+            await eventually(stopping, "broker 2 barred while it stops")
+            await brokers[2].die()
+
+            async def gone() -> bool:
+                return _barred(cache) == {2, 3, 4}
+
+            await eventually(gone, "broker 3 barred once its registration is gone")
+        finally:
+            await cache.stop()
+            for broker in brokers:
+                await broker.die()
+
+    run(scenario)
+
+
+def _barred(cache: ZkMetadataCache) -> set[int]:
+    barred = cache.barred_from_isr()
+    return {broker for broker in (1, 2, 3, 4) if broker in barred}

@@ -179,6 +179,24 @@ class Partition:
         ):
             self._high_watermark_moved()
 
+    def begin_isr_change(self, isr: tuple[int, ...]) -> None:
+        """This leader is writing ``isr`` to ZooKeeper: no other change until it is
+        answered, and the high watermark waits for the followers it adds meanwhile."""
+        self.isr_change_in_flight = True
+        lr = self.leader_replicas
+        if lr is not None:
+            lr.joining = tuple(broker for broker in isr if broker not in lr.isr)
+
+    def end_isr_change(self) -> None:
+        """The write :meth:`begin_isr_change` started was answered (and applied, if it
+        succeeded): the high watermark follows the ISR alone again."""
+        self.isr_change_in_flight = False
+        lr = self.leader_replicas
+        if lr is not None and lr.joining:
+            lr.joining = ()
+            if lr.maybe_increment_high_watermark(self.log.log_end_offset):
+                self._high_watermark_moved()
+
     def apply_isr(self, isr: Iterable[int], zk_version: int) -> None:
         """A new ISR this leader wrote to ZooKeeper (at ``zk_version``)."""
         self._take_isr(

@@ -176,7 +176,8 @@ class ReplicaManager:
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.barred_from_isr: Callable[[], Container[int]] = tuple
-        """Brokers no ISR may take in now (in a cluster: those in a controlled shutdown)."""
+        """Brokers no ISR may take in now (in a cluster: those not registered, or in a
+        controlled shutdown)."""
 
     def topic_config(self, topic: str) -> LogConfig:
         info = self.metadata.get(topic)
@@ -666,26 +667,28 @@ class ReplicaManager:
     def _change_isr(self, partition: Partition, isr: tuple[int, ...], why: str) -> None:
         writer = self.write_isr
         assert writer is not None
-        partition.isr_change_in_flight = True
         epoch = partition.leader_epoch
+        partition.begin_isr_change(isr)
 
         async def write() -> None:
+            version = None
             try:
                 version = await writer(partition, isr)
             except Exception as exc:  # ZooKeeper unreachable: the next check tries again
                 log.warning("%s: ISR change to %s not written: %s", partition.tp, list(isr), exc)
-                version = None
             finally:
                 if partition.leader_epoch == epoch:
-                    partition.isr_change_in_flight = False
-            if version is not None and partition.leader_epoch == epoch and partition.is_leader:
-                log.info("%s: ISR %s -> %s (%s)", partition.tp, list(partition.isr),
-                         list(isr), why)  # fmt: skip
-                if len(isr) < len(partition.isr):
-                    self.isr_shrinks += 1
-                elif len(isr) > len(partition.isr):
-                    self.isr_expands += 1
-                partition.apply_isr(isr, version)
+                    # Applied before the change ends: a follower it adds is counted by the
+                    # high watermark throughout, as joining, then as an ISR member.
+                    if version is not None and partition.is_leader:
+                        log.info("%s: ISR %s -> %s (%s)", partition.tp, list(partition.isr),
+                                 list(isr), why)  # fmt: skip
+                        if len(isr) < len(partition.isr):
+                            self.isr_shrinks += 1
+                        elif len(isr) > len(partition.isr):
+                            self.isr_expands += 1
+                        partition.apply_isr(isr, version)
+                    partition.end_isr_change()
 
         task = asyncio.get_running_loop().create_task(write())
         self._isr_writes.add(task)

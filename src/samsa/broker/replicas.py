@@ -67,6 +67,11 @@ class LeaderReplicas:
     ) -> None:
         self.local_id = local_id
         self.isr: tuple[int, ...] = tuple(isr)
+        self.joining: tuple[int, ...] = ()
+        """Followers an ISR change being written adds: until it is answered the high
+        watermark waits for them too (Kafka's "maximal ISR"), so that the ISR ZooKeeper
+        holds never names a follower without every record below the high watermark —
+        the controller may elect it leader the moment the write lands."""
         self.high_watermark = high_watermark
         self.epoch_start_offset = epoch_start_offset
         """The leader's log end when it became leader: the start of its epoch."""
@@ -100,9 +105,10 @@ class LeaderReplicas:
         return self.maybe_increment_high_watermark(leader_log_end_offset)
 
     def maybe_increment_high_watermark(self, leader_log_end_offset: int) -> bool:
-        """Move the high watermark to the lowest log end over the ISR, if that is higher."""
+        """Move the high watermark to the lowest log end over the ISR and the followers
+        joining it, if that is higher."""
         lowest = leader_log_end_offset
-        for broker in self.isr:
+        for broker in (*self.isr, *self.joining):
             if broker == self.local_id:
                 continue
             state = self.followers.get(broker)
@@ -116,7 +122,8 @@ class LeaderReplicas:
 
     def isr_to_expand(self, barred: Container[int] = ()) -> tuple[int, ...] | None:
         """The ISR with every follower that has caught up added, but none of ``barred``
-        (brokers in a controlled shutdown); None if none has."""
+        (brokers not registered, or in a controlled shutdown: a stopped follower's last
+        fetch must not bring it back); None if none has."""
         joining = [
             broker
             for broker, state in sorted(self.followers.items())

@@ -162,7 +162,7 @@ class ZkCluster:
         )
         replica_manager.fetching = self.fetchers
         replica_manager.write_isr = self.write_isr
-        replica_manager.barred_from_isr = lambda: self.cache.shutting_down
+        replica_manager.barred_from_isr = self.cache.barred_from_isr
         replica_manager.replica_lag_time_max_ms = config["replica.lag.time.max.ms"]
 
     # -- start and stop -------------------------------------------------------------------

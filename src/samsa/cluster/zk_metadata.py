@@ -59,6 +59,21 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 _BROKERS = ("brokers", "")
+
+
+class _Barred:
+    """Membership test for :meth:`ZkMetadataCache.barred_from_isr`."""
+
+    __slots__ = ("_registered", "_stopping")
+
+    def __init__(self, registered: Mapping[int, object], stopping: frozenset[int]) -> None:
+        self._registered = registered
+        self._stopping = stopping
+
+    def __contains__(self, broker: object) -> bool:
+        return broker not in self._registered or broker in self._stopping
+
+
 _TOPICS = ("topics", "")
 
 
@@ -172,6 +187,12 @@ class ZkMetadataCache:
 
     def controller_id(self) -> int:
         return self.controller
+
+    def barred_from_isr(self) -> _Barred:
+        """Brokers a leader may not take into an ISR: those not registered (a stopped
+        follower's last fetch said it was caught up) and those in a controlled shutdown
+        (Kafka's ``isReplicaIsrEligible``)."""
+        return _Barred(self.brokers, self.shutting_down)
 
     # -- events -------------------------------------------------------------------------
 
