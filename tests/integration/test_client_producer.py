@@ -307,6 +307,70 @@ def test_record_larger_than_max_request_size_is_refused(samsa_broker: BrokerProc
         p.send(_topic("large"), b"x" * 2000)
 
 
+@pytest.mark.parametrize("idempotence", [True, False])
+def test_a_batch_over_the_topics_max_message_bytes_is_split_until_each_part_fits(
+    samsa_broker: BrokerProcess, idempotence: bool
+) -> None:
+    # 400 records of 100 B linger into one 40 KB batch; the topic takes 3,000 B at most.
+    topic = _topic("split")
+    with Admin({"bootstrap.servers": samsa_broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, configs={"max.message.bytes": "3000"})])
+    values = [b"%04d" % i + b"x" * 96 for i in range(400)]
+    config = {"bootstrap.servers": samsa_broker.bootstrap, "batch.size": 200_000,
+              "linger.ms": 200, "enable.idempotence": idempotence}  # fmt: skip
+    with Producer(config) as p:
+        futures = [p.send(topic, value) for value in values]
+        offsets = [future.result(HANG_S).offset for future in futures]
+    assert offsets == list(range(400))
+    batches = _batches(samsa_broker.data_dir, topic, 0)
+    assert len(batches) >= 16 and all(batch.size <= 3000 for batch in batches)
+    if idempotence:  # the parts kept the refused batch's sequences, in order
+        assert [b.base_sequence for b in batches] == list(
+            itertools.accumulate((b.record_count for b in batches[:-1]), initial=0)
+        )
+        assert len({(b.producer_id, b.producer_epoch) for b in batches}) == 1
+    assert [m.value() for m in _consume(samsa_broker.bootstrap, topic, 1, 400)] == values
+
+
+def test_batches_queued_behind_a_split_one_follow_its_parts_in_order(
+    samsa_broker: BrokerProcess,
+) -> None:
+    # The first batch (40 x 100 B) is refused as too large; the next ones (one 2,000 B
+    # record, then small ones) fit: they go after the first one's parts, keeping their
+    # sequences, and every record lands in the order it was sent.
+    topic = _topic("split-behind")
+    with Admin({"bootstrap.servers": samsa_broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, configs={"max.message.bytes": "3000"})])
+    values = [b"%03d" % i + b"x" * 97 for i in range(40)] + [b"b" * 2000] + [b"c" * 100] * 5
+    config = {"bootstrap.servers": samsa_broker.bootstrap, "batch.size": 5000,
+              "linger.ms": 200}  # fmt: skip
+    with Producer(config) as p:
+        futures = [p.send(topic, value) for value in values]
+        offsets = [future.result(HANG_S).offset for future in futures]
+    assert offsets == list(range(len(values)))
+    batches = _batches(samsa_broker.data_dir, topic, 0)
+    assert [b.base_sequence for b in batches] == list(
+        itertools.accumulate((b.record_count for b in batches[:-1]), initial=0)
+    )
+    assert [m.value() for m in _consume(samsa_broker.bootstrap, topic, 1, len(values))] == values
+
+
+def test_a_single_record_over_the_topics_max_message_bytes_fails_with_message_too_large(
+    samsa_broker: BrokerProcess,
+) -> None:
+    topic = _topic("one-too-large")
+    with Admin({"bootstrap.servers": samsa_broker.bootstrap}) as admin:
+        admin.create_topics([NewTopic(topic, 1, configs={"max.message.bytes": "1000"})])
+    with Producer({"bootstrap.servers": samsa_broker.bootstrap, "linger.ms": 200}) as p:
+        small = p.send(topic, b"s" * 100)
+        large = p.send(topic, b"L" * 2000)
+        after = p.send(topic, b"a" * 100)
+        with pytest.raises(MessageTooLargeError):
+            large.result(HANG_S)
+        assert small.result(HANG_S).offset == 0
+        assert after.result(HANG_S).offset == 1
+
+
 def test_values_must_be_bytes_unless_a_serializer_is_configured(
     samsa_broker: BrokerProcess,
 ) -> None:

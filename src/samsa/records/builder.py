@@ -106,6 +106,10 @@ class RecordBatchBuilder:
     def __len__(self) -> int:
         return len(self._records)
 
+    def appended(self) -> list[tuple[int, bytes | None, bytes | None, Sequence[Header]]]:
+        """The records so far as ``(timestamp, key, value, headers)``, in order."""
+        return [(ts, key, value, headers) for _, ts, key, value, headers in self._records]
+
     @property
     def estimated_size(self) -> int:
         """An upper-bound estimate of the uncompressed batch size so far."""

@@ -202,6 +202,37 @@ class ProducerBatch:
         builder.base_sequence = base_sequence
         builder.is_transactional = self.is_transactional
 
+    def halves(self) -> tuple[ProducerBatch, ProducerBatch] | None:
+        """This batch's records as two batches in their order, each with its share of the
+        reserved memory and, if this one had taken sequences, of its sequences — so the
+        batches after it keep theirs; None for a batch of one record."""
+        count = self.record_count
+        builder = self.builder
+        if count < 2 or not isinstance(builder, RecordBatchBuilder):
+            return None
+        cut = count // 2
+        appended = builder.appended()
+        halves = []
+        for start, end in ((0, cut), (cut, count)):
+            half = ProducerBatch(self.tp, builder.compression, self.created)
+            half.is_transactional = self.is_transactional
+            half.attempts = self.attempts
+            half.last_attempt = self.last_attempt
+            target = half.builder
+            assert isinstance(target, RecordBatchBuilder)
+            for timestamp, key, value, headers in appended[start:end]:
+                target.append(value, key=key, headers=headers, timestamp=timestamp)
+            half.records = self.records[start:end]
+            half.reserved = self.reserved * (end - start) // count
+            if self.base_sequence >= 0:
+                half.set_producer_state(
+                    self.producer_id, self.producer_epoch, (self.base_sequence + start) & 0x7FFFFFFF
+                )
+            halves.append(half)
+        first, second = halves
+        second.reserved = self.reserved - first.reserved
+        return first, second
+
     def encode(self) -> bytes:
         """The batch's bytes; rebuilt only when its producer id, epoch or sequence changed."""
         state = (self.producer_id, self.producer_epoch, self.base_sequence)
@@ -457,6 +488,9 @@ class RecordAccumulator:
         """Put a failed batch back at the front of its queue, in sequence order."""
         batch.attempts += 1
         batch.last_attempt = now
+        self._put_back(batch)
+
+    def _put_back(self, batch: ProducerBatch) -> None:
         batch.closed = True
         batch.in_flight = False
         queue = self.batches.setdefault(batch.tp, deque())
@@ -470,6 +504,21 @@ class RecordAccumulator:
             ):
                 position += 1
         queue.insert(position, batch)
+
+    def split(self, batch: ProducerBatch) -> bool:
+        """Put ``batch``, which the broker refused as too large (MESSAGE_TOO_LARGE), back
+        at the front of its queue in two halves, as Kafka's producer splits such a batch;
+        a half refused again is split again. False when it cannot be: one record, or
+        records encoded before they reached the producer."""
+        halves = batch.halves()
+        if halves is None:
+            return False
+        if self.incomplete.pop(batch.id, None) is None:
+            return False  # failed or completed meanwhile (the producer is aborting)
+        for half in reversed(halves):  # each goes before what follows it
+            self.incomplete[half.id] = half
+            self._put_back(half)  # not a failed attempt: no back-off
+        return True
 
     def expired(self, now: float) -> list[ProducerBatch]:
         """Remove and return queued batches older than delivery.timeout.ms."""

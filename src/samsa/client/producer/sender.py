@@ -311,6 +311,18 @@ class Sender:
     def _failed_attempt(self, batch: ProducerBatch, error: BaseException, now: float) -> None:
         idempotence = self.idempotence
         batch.in_flight = False
+        if (
+            isinstance(error, KafkaError)
+            and error.code == ErrorCode.MESSAGE_TOO_LARGE
+            and self.running
+            and self.accumulator.split(batch)
+        ):
+            # The topic's max.message.bytes is below the batch: its halves keep its
+            # sequences, so the batches after it (refused meanwhile as out of order
+            # when in flight) follow them again.
+            log.info("%s: %r refused as too large (%s): split in two",
+                     self.cluster.client_id, batch, error)  # fmt: skip
+            return
         if isinstance(error, KafkaError):
             retriable = error.retriable
             if idempotence is not None and error.code in _SEQUENCE_ERRORS:
