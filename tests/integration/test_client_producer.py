@@ -51,6 +51,13 @@ def _create(bootstrap: str, topic: str, partitions: int) -> None:
         admin.create_topics([NewTopic(topic, partitions)])
 
 
+def _create_limited(bootstrap: str, topic: str, max_message_bytes: int) -> None:
+    """One partition that takes batches of ``max_message_bytes`` at most."""
+    with Admin({"bootstrap.servers": bootstrap}) as admin:
+        config = {"max.message.bytes": str(max_message_bytes)}
+        admin.create_topics([NewTopic(topic, 1, configs=config)])
+
+
 def _consume(bootstrap: str, topic: str, partitions: int, expected: int) -> list[Any]:
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
@@ -313,8 +320,7 @@ def test_a_batch_over_the_topics_max_message_bytes_is_split_until_each_part_fits
 ) -> None:
     # 400 records of 100 B linger into one 40 KB batch; the topic takes 3,000 B at most.
     topic = _topic("split")
-    with Admin({"bootstrap.servers": samsa_broker.bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, 1, configs={"max.message.bytes": "3000"})])
+    _create_limited(samsa_broker.bootstrap, topic, 3000)
     values = [b"%04d" % i + b"x" * 96 for i in range(400)]
     config = {"bootstrap.servers": samsa_broker.bootstrap, "batch.size": 200_000,
               "linger.ms": 200, "enable.idempotence": idempotence}  # fmt: skip
@@ -339,8 +345,7 @@ def test_batches_queued_behind_a_split_one_follow_its_parts_in_order(
     # record, then small ones) fit: they go after the first one's parts, keeping their
     # sequences, and every record lands in the order it was sent.
     topic = _topic("split-behind")
-    with Admin({"bootstrap.servers": samsa_broker.bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, 1, configs={"max.message.bytes": "3000"})])
+    _create_limited(samsa_broker.bootstrap, topic, 3000)
     values = [b"%03d" % i + b"x" * 97 for i in range(40)] + [b"b" * 2000] + [b"c" * 100] * 5
     config = {"bootstrap.servers": samsa_broker.bootstrap, "batch.size": 5000,
               "linger.ms": 200}  # fmt: skip
@@ -359,8 +364,7 @@ def test_a_single_record_over_the_topics_max_message_bytes_fails_with_message_to
     samsa_broker: BrokerProcess,
 ) -> None:
     topic = _topic("one-too-large")
-    with Admin({"bootstrap.servers": samsa_broker.bootstrap}) as admin:
-        admin.create_topics([NewTopic(topic, 1, configs={"max.message.bytes": "1000"})])
+    _create_limited(samsa_broker.bootstrap, topic, 1000)
     with Producer({"bootstrap.servers": samsa_broker.bootstrap, "linger.ms": 200}) as p:
         small = p.send(topic, b"s" * 100)
         large = p.send(topic, b"L" * 2000)

@@ -231,13 +231,9 @@ def test_a_lagging_follower_is_proposed_out_of_the_isr_and_back_once_caught_up(
     assert partition.isr_to_expand() == (1, 2, 3)
 
 
-def test_while_an_isr_expansion_is_written_the_high_watermark_waits_for_the_joining_follower(
-    tmp_path: Path, clock: ManualClock
-) -> None:
-    # The expansion is proposed with follower 3 at the high watermark; the write to
-    # ZooKeeper takes a while, the producer and follower 2 go on, and follower 3 stops.
-    # Were the high watermark to pass it meanwhile, the ISR the write lands would name a
-    # replica without acknowledged records, and the controller could elect it.
+def _expansion_being_written(tmp_path: Path, clock: ManualClock) -> tuple[Partition, int, int]:
+    """Follower 3 caught up and proposed for the ISR (1, 2); while the write is out the
+    producer and follower 2 go on: (partition, where 3 stands, where 2 and the log are)."""
     partition = _partition(tmp_path, clock)
     _lead(partition, isr=(1, 2))
     end = _append(partition, clock, 3)
@@ -249,8 +245,18 @@ def test_while_an_isr_expansion_is_written_the_high_watermark_waits_for_the_join
     partition.begin_isr_change(proposed)
     later = _append(partition, clock, 5)
     partition.record_follower_fetch(2, later, NOW + 10)
+    return partition, end, later
+
+
+def test_while_an_isr_expansion_is_written_the_high_watermark_waits_for_the_joining_follower(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # The write to ZooKeeper takes a while and follower 3 may stop meanwhile. Were the
+    # high watermark to pass it, the ISR the write lands would name a replica without
+    # acknowledged records, and the controller could elect it.
+    partition, end, later = _expansion_being_written(tmp_path, clock)
     assert partition.high_watermark == end  # held where follower 3 stands
-    partition.apply_isr(proposed, zk_version=1)
+    partition.apply_isr((1, 2, 3), zk_version=1)
     partition.end_isr_change()
     assert partition.high_watermark == end
     partition.record_follower_fetch(3, later, NOW + 20)
@@ -260,14 +266,7 @@ def test_while_an_isr_expansion_is_written_the_high_watermark_waits_for_the_join
 def test_an_isr_expansion_that_was_not_written_releases_the_high_watermark(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    partition = _partition(tmp_path, clock)
-    _lead(partition, isr=(1, 2))
-    end = _append(partition, clock, 3)
-    partition.record_follower_fetch(2, end, NOW)
-    partition.record_follower_fetch(3, end, NOW)
-    partition.begin_isr_change((1, 2, 3))
-    later = _append(partition, clock, 5)
-    partition.record_follower_fetch(2, later, NOW + 10)
+    partition, end, later = _expansion_being_written(tmp_path, clock)
     assert partition.high_watermark == end
     partition.end_isr_change()  # the write lost a race: the ISR is still (1, 2)
     assert partition.high_watermark == later
