@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 
-from samsa.client.cluster import Backoff
+from samsa.client.cluster import Backoff, Cluster
+from samsa.client.config import producer_config
+from samsa.client.errors import error_for
 from samsa.client.producer.accumulator import BufferMemory, RecordAccumulator
+from samsa.client.producer.idempotence import IdempotenceState
+from samsa.client.producer.sender import Sender
+from samsa.client.producer.transactions import TransactionManager
+from samsa.errors import ErrorCode
 from samsa.records import CompressionType, iter_records, read_batch
 from samsa.types import TopicPartition
 
@@ -70,3 +76,44 @@ def test_a_split_puts_the_halves_first_in_the_queue_and_a_single_record_is_not_s
     alone = queue[-1]
     accumulator.batches[TP].pop()
     assert not accumulator.split(alone)
+
+
+def _transactional_sender() -> tuple[Sender, RecordAccumulator]:
+    config = producer_config({"bootstrap.servers": "127.0.0.1:9", "transactional.id": "t"})
+    cluster = Cluster(config, client_id="split-test", allow_auto_topic_creation=True)
+    accumulator = _accumulator()
+    idempotence = IdempotenceState()
+    idempotence.set_producer_id(7, 0)
+    transactions = TransactionManager(
+        transactional_id="t", transaction_timeout_ms=60_000, cluster=cluster,
+        idempotence=idempotence, max_block_ms=1000, wakeup=lambda: None,
+    )  # fmt: skip
+    sender = Sender(cluster=cluster, accumulator=accumulator, idempotence=idempotence,
+                    transactions=transactions, config=config,
+                    before_round=lambda now: 0.0)  # fmt: skip
+    return sender, accumulator
+
+
+def test_in_a_transaction_a_batch_refused_as_out_of_order_behind_pending_halves_is_retried() -> (
+    None
+):
+    sender, accumulator = _transactional_sender()
+    futures = _fill(accumulator, 4)
+    first = accumulator.batches[TP].popleft()
+    first.set_producer_state(7, 0, 0)
+    _fill(accumulator, 2)
+    second = accumulator.batches[TP].popleft()
+    second.set_producer_state(7, 0, 4)
+    assert accumulator.split(first)  # refused as too large: its halves wait in the queue
+    out_of_order = error_for(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "t-0: 4, 0 expected")
+    sender._failed_attempt(second, out_of_order, 0.0)
+    assert [b.base_sequence for b in accumulator.batches[TP]] == [0, 2, 4]
+    assert not any(f.done() for f in futures)
+    # With nothing pending before it, the same refusal ends the batch: the transaction
+    # cannot skip records.
+    for half in list(accumulator.batches[TP])[:2]:
+        accumulator.batches[TP].remove(half)
+        half.complete(0, -1)
+        accumulator.finished(half)
+    sender._failed_attempt(second, out_of_order, 0.0)
+    assert second.done

@@ -505,6 +505,19 @@ class RecordAccumulator:
                 position += 1
         queue.insert(position, batch)
 
+    def has_pending_before(self, batch: ProducerBatch) -> bool:
+        """Whether a batch of ``batch``'s partition, producer id and epoch with lower
+        sequences is still queued or in flight (the broker refuses ``batch`` as out of
+        order until that one lands)."""
+        return any(
+            other.tp == batch.tp
+            and not other.done
+            and 0 <= other.base_sequence < batch.base_sequence
+            and other.producer_id == batch.producer_id
+            and other.producer_epoch == batch.producer_epoch
+            for other in self.incomplete.values()
+        )
+
     def split(self, batch: ProducerBatch) -> bool:
         """Put ``batch``, which the broker refused as too large (MESSAGE_TOO_LARGE), back
         at the front of its queue in two halves, as Kafka's producer splits such a batch;

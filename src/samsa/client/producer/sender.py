@@ -331,8 +331,13 @@ class Sender:
                 # is missing and this one follows it again.
                 if idempotence.is_next_expected(batch):
                     idempotence.bump_requested = True
-                # A transaction cannot skip records: it aborts, and the epoch moves on then.
-                retriable = self.transactions is None
+                # A transaction cannot skip records: it aborts, and the epoch moves on then
+                # — unless the records before this batch are still to be sent (the halves
+                # of a batch split as too large): then it follows them.
+                retriable = self.transactions is None or (
+                    error.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+                    and self.accumulator.has_pending_before(batch)
+                )
             if error.invalid_metadata:
                 self.cluster.request_update()
         else:
