@@ -59,6 +59,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 _BROKERS = ("brokers", "")
+_TOPICS = ("topics", "")
 
 
 class _Barred:
@@ -72,9 +73,6 @@ class _Barred:
 
     def __contains__(self, broker: object) -> bool:
         return broker not in self._registered or broker in self._stopping
-
-
-_TOPICS = ("topics", "")
 
 
 class ZkMetadataCache:
