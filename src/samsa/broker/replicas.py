@@ -108,7 +108,7 @@ class LeaderReplicas:
         """Move the high watermark to the lowest log end over the ISR and the followers
         joining it, if that is higher."""
         lowest = leader_log_end_offset
-        for broker in (*self.isr, *self.joining):
+        for broker in (*self.isr, *self.joining) if self.joining else self.isr:
             if broker == self.local_id:
                 continue
             state = self.followers.get(broker)
