@@ -223,14 +223,14 @@ class ProducerBatch:
             for timestamp, key, value, headers in appended[start:end]:
                 target.append(value, key=key, headers=headers, timestamp=timestamp)
             half.records = self.records[start:end]
-            half.reserved = self.reserved * (end - start) // count
+            # Shares that add up to the whole, whatever the rounding.
+            half.reserved = self.reserved * end // count - self.reserved * start // count
             if self.base_sequence >= 0:
                 half.set_producer_state(
                     self.producer_id, self.producer_epoch, (self.base_sequence + start) & 0x7FFFFFFF
                 )
             halves.append(half)
         first, second = halves
-        second.reserved = self.reserved - first.reserved
         return first, second
 
     def encode(self) -> bytes:
