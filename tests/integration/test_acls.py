@@ -339,6 +339,81 @@ def _describe_topic_partitions(bootstrap: str, n: Names) -> int:
     return int(response.topics[0].error_code)
 
 
+def _describe_client_quotas(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 48, 1, {"components": [], "strict": False})
+    return int(response.error_code)
+
+
+def _alter_client_quotas(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 49, 1, {"entries": [{
+        "entity": [{"entity_type": "user", "entity_name": f"quota-{n.topic}"}],
+        "ops": [{"key": "producer_byte_rate", "value": 1000.0, "remove": False}],
+    }], "validate_only": True})  # fmt: skip
+    return int(response.entries[0].error_code)
+
+
+def _describe_scram_credentials(bootstrap: str, n: Names) -> int:
+    return int(exchange(bootstrap, 50, 0, {"users": None}).error_code)
+
+
+def _alter_scram_credentials(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 51, 0, {"deletions": [], "upsertions": [{
+        "name": "admin", "mechanism": 2, "iterations": 4096, "salt": b"salt",
+        "salted_password": b"x" * 64}]})  # fmt: skip
+    return int(response.results[0].error_code)
+
+
+def _describe_log_dirs(bootstrap: str, n: Names) -> int:
+    return int(exchange(bootstrap, 35, 4, {"topics": None}).error_code)
+
+
+def _list_reassignments(bootstrap: str, n: Names) -> int:
+    return int(exchange(bootstrap, 46, 0, {"timeout_ms": 5000, "topics": None}).error_code)
+
+
+def _alter_reassignments(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 45, 0, {"timeout_ms": 5000, "topics": []})
+    return int(response.error_code)
+
+
+def _describe_acls(bootstrap: str, n: Names) -> int:
+    return int(describe_acls(bootstrap).error_code)
+
+
+def _create_acls(bootstrap: str, n: Names) -> int:
+    return create_acl(bootstrap, TOPIC, "t", Op.READ)
+
+
+def _elect_leaders(bootstrap: str, n: Names) -> int:
+    response = exchange(bootstrap, 43, 2, {"election_type": 0, "topic_partitions": None,
+                                           "timeout": 5000})  # fmt: skip
+    return int(response.error_code)
+
+
+CLUSTER_CASES = [
+    Case("describe-client-quotas", CLUSTER, Op.DESCRIBE_CONFIGS, CLUSTER_DENIED,
+         _describe_client_quotas),
+    Case("alter-client-quotas", CLUSTER, Op.ALTER_CONFIGS, CLUSTER_DENIED, _alter_client_quotas),
+    Case("describe-user-scram-credentials", CLUSTER, Op.DESCRIBE, CLUSTER_DENIED,
+         _describe_scram_credentials),
+    Case("alter-user-scram-credentials", CLUSTER, Op.ALTER, CLUSTER_DENIED,
+         _alter_scram_credentials),
+    Case("describe-log-dirs", CLUSTER, Op.DESCRIBE, CLUSTER_DENIED, _describe_log_dirs),
+    Case("list-partition-reassignments", CLUSTER, Op.DESCRIBE, CLUSTER_DENIED,
+         _list_reassignments),
+    Case("alter-partition-reassignments", CLUSTER, Op.ALTER, CLUSTER_DENIED,
+         _alter_reassignments),
+    Case("describe-acls", CLUSTER, Op.DESCRIBE, CLUSTER_DENIED, _describe_acls),
+    Case("create-acls", CLUSTER, Op.ALTER, CLUSTER_DENIED, _create_acls),
+    Case("elect-leaders", CLUSTER, Op.ALTER, CLUSTER_DENIED, _elect_leaders),
+    Case("describe-broker-configs", CLUSTER, Op.DESCRIBE_CONFIGS, CLUSTER_DENIED,
+         _describe_configs(4)),
+    Case("init-idempotent-producer-id", CLUSTER, Op.IDEMPOTENT_WRITE, CLUSTER_DENIED,
+         _init_producer_id(False)),
+]  # fmt: skip
+"""The APIs that act on the whole cluster: API × principal × code, on a broker where the
+caller has no ACL at all (refused) and on one where it is a super user (served)."""
+
 CASES = [
     Case("produce", TOPIC, Op.WRITE, TOPIC_DENIED, _produce(False)),
     Case("transactional-produce", TXN, Op.WRITE, TXN_DENIED, _produce(True), ((TOPIC, Op.WRITE),)),
@@ -356,6 +431,9 @@ CASES = [
     Case("describe-topic-configs", TOPIC, Op.DESCRIBE_CONFIGS, TOPIC_DENIED, _describe_configs(2)),
     Case("describe-broker-configs", CLUSTER, Op.DESCRIBE_CONFIGS, CLUSTER_DENIED,
          _describe_configs(4)),
+    Case("describe-client-quotas", CLUSTER, Op.DESCRIBE_CONFIGS, CLUSTER_DENIED,
+         _describe_client_quotas),
+    Case("alter-client-quotas", CLUSTER, Op.ALTER_CONFIGS, CLUSTER_DENIED, _alter_client_quotas),
     Case("alter-topic-configs", TOPIC, Op.ALTER_CONFIGS, TOPIC_DENIED, _alter_configs),
     Case("describe-producers", TOPIC, Op.READ, TOPIC_DENIED, _describe_producers),
     Case("find-group-coordinator", GROUP, Op.DESCRIBE, GROUP_DENIED, _find_coordinator(0)),
@@ -569,6 +647,31 @@ def locked_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPr
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="module")
+def super_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """The authorizer on, no ACL at all, and the caller a super user."""
+    overrides = [AUTHORIZER, f"super.users=User:alice;{ANONYMOUS}"]
+    broker = start_broker(tmp_path_factory.mktemp("super") / "data", overrides)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize("case", CLUSTER_CASES, ids=lambda c: c.id)
+def test_a_cluster_api_is_refused_to_a_principal_without_an_acl(
+    locked_broker: BrokerProcess, case: Case
+) -> None:
+    assert case.call(locked_broker.bootstrap, _names(case)) == case.refused
+
+
+@pytest.mark.parametrize("case", CLUSTER_CASES, ids=lambda c: c.id)
+def test_a_cluster_api_is_served_to_a_super_user(super_broker: BrokerProcess, case: Case) -> None:
+    assert case.call(super_broker.bootstrap, _names(case)) not in (
+        CLUSTER_DENIED, TOPIC_DENIED, GROUP_DENIED, TXN_DENIED
+    )  # fmt: skip
 
 
 def test_creating_an_acl_without_alter_on_the_cluster_is_refused(

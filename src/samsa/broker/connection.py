@@ -639,6 +639,8 @@ class Connection(asyncio.BufferedProtocol):
                 response = await handler(header, body)
             if authenticator is not None and api_key in PRE_AUTHENTICATION_APIS:
                 self._after_sasl_step(authenticator)
+                if authenticator.failure is not None:
+                    await self._failed_authentication_delay()
             if isinstance(response, Deferred):
                 timing.ready = time.monotonic()
                 return asyncio.ensure_future(
@@ -670,12 +672,21 @@ class Connection(asyncio.BufferedProtocol):
             request_principal.set(self.principal)
             self.receiver.max_frame_size = self.broker.config["socket.request.max.bytes"]
 
+    async def _failed_authentication_delay(self) -> None:
+        """Hold the answer to a failed authentication for
+        ``connection.failed.authentication.delay.ms`` (Kafka's brake on guessing: a client
+        gets one answer per delay on a connection, and a new connection costs a handshake)."""
+        delay_ms = self.broker.config["connection.failed.authentication.delay.ms"]
+        if delay_ms > 0:
+            await asyncio.sleep(delay_ms / 1000)
+
     async def _raw_sasl_token(self, authenticator: SaslAuthenticator, frame: bytes) -> bytes:
         """A bare SASL token (after SaslHandshake v0) answered with a bare frame."""
         answer = await raw_token(authenticator, frame)
         self._after_sasl_step(authenticator)
         if answer is None:
             self._close_after_write = False
+            await self._failed_authentication_delay()
             raise _CloseConnection("SASL authentication failed")
         return struct.pack(">i", len(answer)) + answer
 

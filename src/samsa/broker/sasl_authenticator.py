@@ -26,7 +26,7 @@ from contextvars import ContextVar
 
 from samsa.broker.scram_credentials import ScramCredentials
 from samsa.broker.security_config import ListenerSecurity
-from samsa.security.scram import ScramError, ScramMechanism, ScramServer
+from samsa.security.scram import ScramError, ScramMechanism, ScramServer, parse_client_first
 
 __all__ = ["SaslAuthenticator", "SaslFailure", "current_authenticator"]
 
@@ -127,18 +127,25 @@ class SaslAuthenticator:
         )
         scram = self._scram
         if scram is None:  # the client-first message: look the user's credential up once
-            user = _scram_username(token)
-            self.username = user
-            credential = (
-                await self._credentials.lookup(mechanism, user) if user is not None else None
+            try:
+                first = parse_client_first(token.decode())
+            except (ScramError, UnicodeDecodeError):
+                raise SaslFailure(failed) from None
+            checked = first.username
+            self.username = checked
+            credential = await self._credentials.lookup(mechanism, checked)
+            salt_key = await self._credentials.unknown_user_salt_key()
+            # The server parses the same message again; a name other than the one looked up
+            # would find no credential, so only ``checked`` can ever be authenticated.
+            scram = self._scram = ScramServer(
+                mechanism, lambda name: credential if name == checked else None, salt_key
             )
-            scram = self._scram = ScramServer(mechanism, lambda _name: credential)
         try:
             answer = scram.respond(token)
         except ScramError:
             raise SaslFailure(failed) from None
         if scram.complete:
-            assert scram.username is not None
+            assert scram.username is not None and scram.username == self.username
             self._succeed(scram.username)
             return answer, True
         return answer, False
@@ -155,19 +162,6 @@ class SaslAuthenticator:
         self.raw_tokens = False
         reauth_ms = self.security.max_reauth_ms
         self.session_expires_at = time.monotonic() + reauth_ms / 1000 if reauth_ms > 0 else None
-
-
-def _scram_username(token: bytes) -> str | None:
-    """The ``n=`` of a SCRAM client-first message, unescaped (None if there is none)."""
-    try:
-        text = token.decode()
-    except UnicodeDecodeError:
-        return None
-    parts = text.split(",")
-    for part in parts[2:]:
-        if part.startswith("n="):
-            return part[2:].replace("=2C", ",").replace("=3D", "=")
-    return None
 
 
 current_authenticator: ContextVar[SaslAuthenticator | None] = ContextVar(

@@ -16,13 +16,19 @@ znode: each writer keeps the other's keys), announced by a
 ``/config/changes`` notification. A SCRAM login reads the user's znode, so a
 credential set through any broker works on every broker at once.
 
+A user without a credential is answered a made-up salt (so a client cannot tell it
+is unknown before its proof fails), keyed by a secret kept beside the credentials:
+in the credentials file, or in ``/samsa/scram_unknown_user_salt_key``.
+
 Owned by the broker's event loop; not thread-safe.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +49,8 @@ __all__ = [
 ]
 
 CREDENTIALS_FILE = "samsa-scram-credentials.json"
+UNKNOWN_USER_SALT_KEY_PATH = "/samsa/scram_unknown_user_salt_key"
+"""samsa's own znode: the cluster's key for made-up salts, the same on every broker."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +78,11 @@ class ScramCredentials(Protocol):
         """Apply every change at once (KafkaStorageError when they cannot be stored)."""
         ...
 
+    async def unknown_user_salt_key(self) -> bytes:
+        """The secret that keys the salt made up for a user without a credential: kept
+        with the credentials, so the made-up salt is as stable as a real one."""
+        ...
+
 
 class LocalScramCredentials:
     """A single node's credentials, kept in its data directories."""
@@ -80,11 +93,26 @@ class LocalScramCredentials:
             "every user's SCRAM credentials (set them again from another data directory's copy)",
         )  # fmt: skip
         self._users: dict[str, dict[str, str]] = {}
+        self._salt_key = secrets.token_bytes(32)
         self._lock = asyncio.Lock()
 
     def load(self) -> None:
-        """Read the stored credentials (blocking: run it off the event loop at start-up)."""
-        self._users = self._file.load(lambda raw: _users(raw["users"])) or {}
+        """Read the stored credentials (blocking: run it off the event loop at start-up).
+        Credentials stored without a salt key (before samsa kept one) are stored again with
+        one at once."""
+        stored = self._file.load(lambda raw: (_users(raw["users"]), _salt_key(raw)))
+        users, salt_key = stored or ({}, None)
+        self._users = users
+        if salt_key is not None:
+            self._salt_key = salt_key
+        elif users:
+            self._file.save(*self._file.encode_next(self._document(users)))
+
+    def _document(self, users: Mapping[str, Mapping[str, str]]) -> dict[str, object]:
+        return {"users": users, "unknown_user_salt_key": base64.b64encode(self._salt_key).decode()}
+
+    async def unknown_user_salt_key(self) -> bytes:
+        return self._salt_key
 
     async def lookup(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
         text = self._users.get(user, {}).get(mechanism.mechanism_name)
@@ -120,7 +148,7 @@ class LocalScramCredentials:
                     mine[change.mechanism.mechanism_name] = change.credential.to_text()
                 if not mine:
                     del users[change.user]
-            sequence, data = self._file.encode_next({"users": users})
+            sequence, data = self._file.encode_next(self._document(users))
             try:
                 await asyncio.to_thread(self._file.save, sequence, data)
             except OSError as exc:
@@ -134,6 +162,14 @@ class ZkScramCredentials:
     def __init__(self, zk: KafkaZk) -> None:
         self._zk = zk
         self._lock = asyncio.Lock()
+        self._salt_key: bytes | None = None
+
+    async def unknown_user_salt_key(self) -> bytes:
+        if self._salt_key is None:
+            self._salt_key = await self._zk.get_or_create_secret(
+                UNKNOWN_USER_SALT_KEY_PATH, secrets.token_bytes(32)
+            )
+        return self._salt_key
 
     async def lookup(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
         config = await self._zk.get_entity_config(f"users/{sanitize(user)}")
@@ -187,6 +223,15 @@ def _changed(config: dict[str, str], changes: Sequence[CredentialChange]) -> dic
         else:
             config[change.mechanism.mechanism_name] = change.credential.to_text()
     return config
+
+
+def _salt_key(raw: Mapping[str, object]) -> bytes | None:
+    text = raw.get("unknown_user_salt_key")
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise TypeError("unknown_user_salt_key is not a string")
+    return base64.b64decode(text, validate=True)
 
 
 def _users(value: object) -> dict[str, dict[str, str]]:

@@ -78,6 +78,9 @@ SECURITY_CONFIG_KEYS = [
     ConfigKey("connections.max.reauth.ms", _L, 0,
               "A SASL session's lifetime; the client must re-authenticate (0: no limit).",
               at_least(0)),
+    ConfigKey("connection.failed.authentication.delay.ms", _I, 100,
+              "How long the answer to a failed authentication waits before the connection "
+              "closes (a brake on password guessing).", at_least(0)),
     ConfigKey("security.inter.broker.protocol", _S, "PLAINTEXT",
               "Accepted; the inter-broker listener's protocol comes from its name."),
 ]  # fmt: skip

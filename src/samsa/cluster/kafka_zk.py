@@ -88,6 +88,16 @@ class KafkaZk:
             data, _ = await self.client.get(zk_data.CLUSTER_ID)
             return zk_data.decode_cluster_id(data)
 
+    async def get_or_create_secret(self, path: str, proposed: bytes) -> bytes:
+        """The secret in ``path``, or ``proposed`` stored there if there is none yet (the
+        first broker to ask creates it; the others read it)."""
+        try:
+            await self.client.create(path, proposed, makepath=True)
+            return proposed
+        except NodeExistsError:
+            data, _ = await self.client.get(path)
+            return bytes(data)
+
     # -- brokers ------------------------------------------------------------------------
 
     async def register_broker(self, registration: BrokerRegistration) -> None:

@@ -31,11 +31,14 @@ from dataclasses import dataclass
 from enum import Enum
 
 __all__ = [
+    "ClientFirst",
     "ScramClient",
     "ScramCredential",
     "ScramError",
     "ScramMechanism",
     "ScramServer",
+    "parse_client_first",
+    "unknown_user_salt",
 ]
 
 MIN_ITERATIONS = 4096
@@ -145,15 +148,19 @@ def check_iterations(iterations: int) -> None:
 class ScramServer:
     """The server's side of one exchange. ``lookup(user)`` returns the user's credential
     for this mechanism, or None for an unknown user (which fails the exchange exactly as
-    a wrong password does, after the client's proof)."""
+    a wrong password does, after the client's proof). ``unknown_salt_key`` keys the salt
+    made up for an unknown user (:func:`unknown_user_salt`); a broker passes one it keeps,
+    so the made-up salt stays the same across restarts as a real one does."""
 
     def __init__(
         self,
         mechanism: ScramMechanism,
         lookup: Callable[[str], ScramCredential | None],
+        unknown_salt_key: bytes | None = None,
     ) -> None:
         self.mechanism = mechanism
         self._lookup = lookup
+        self._unknown_salt_key = _PROCESS_SALT_KEY if unknown_salt_key is None else unknown_salt_key
         self._state = "first"
         self.username: str | None = None
         self._credential: ScramCredential | None = None
@@ -179,31 +186,20 @@ class ScramServer:
         raise ScramError("unexpected SCRAM message after the exchange ended")
 
     def _client_first(self, text: str) -> bytes:
-        gs2, _, bare = _split_gs2(text)
-        if gs2 != "n,,":
-            raise ScramError("SCRAM channel binding and authorization ids are not supported")
-        attributes = _attributes(bare)
-        if "m" in attributes:
-            raise ScramError("SCRAM mandatory extensions are not supported")
-        extensions = {k: v for k, v in attributes.items() if k not in ("n", "r")}
-        if extensions.get("tokenauth", "").lower() == "true":
-            raise ScramError("delegation tokens are not supported")
-        try:
-            user = _unescape_username(attributes["n"])
-            client_nonce = attributes["r"]
-        except KeyError:
-            raise ScramError("SCRAM client-first message lacks n= or r=") from None
-        if not client_nonce:
-            raise ScramError("SCRAM client nonce is empty")
-        self.username = user
-        credential = self._lookup(user)
-        # An unknown user gets a made-up salt, so the answer does not tell that it is unknown.
+        first = parse_client_first(text)
+        self.username = first.username
+        credential = self._lookup(first.username)
+        # An unknown user gets a made-up salt, so the answer does not tell that it is unknown:
+        # keyed by a secret the client does not know, so it cannot be recomputed from the name.
         self._credential = credential
-        salt = credential.salt if credential else hashlib.sha256(user.encode()).digest()
+        if credential is not None:
+            salt = credential.salt
+        else:
+            salt = unknown_user_salt(self._unknown_salt_key, first.username)
         iterations = credential.iterations if credential else MIN_ITERATIONS
-        self._client_nonce = client_nonce
-        self._nonce = client_nonce + secrets.token_urlsafe(_NONCE_BYTES)
-        self._client_first_bare = bare
+        self._client_nonce = first.nonce
+        self._nonce = first.nonce + secrets.token_urlsafe(_NONCE_BYTES)
+        self._client_first_bare = first.bare
         self._server_first = f"r={self._nonce},s={_b64(salt)},i={iterations}"
         self._state = "final"
         return self._server_first.encode()
@@ -217,10 +213,12 @@ class ScramServer:
 
     def _client_final(self, text: str) -> bytes:
         without_proof, _, proof_part = text.rpartition(",p=")
-        attributes = _attributes(without_proof)
+        items = without_proof.split(",")
         if (
-            attributes.get("c") != "biws"
-            or not self._echoes_nonce(attributes.get("r"))
+            len(items) != 2
+            or items[0] != "c=biws"
+            or not items[1].startswith("r=")
+            or not self._echoes_nonce(items[1][2:])
             or not proof_part
         ):
             self._state = "failed"
@@ -293,17 +291,66 @@ class ScramClient:
             raise ScramError("the server's SCRAM signature does not match: not the real server")
 
 
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
+@dataclass(frozen=True, slots=True)
+class ClientFirst:
+    """A client-first message, parsed: the one user it names, its nonce and its bare part
+    (what the proof is computed over)."""
+
+    username: str
+    nonce: str
+    bare: str
+    extensions: tuple[tuple[str, str], ...]
 
 
-def _split_gs2(text: str) -> tuple[str, str, str]:
-    """``n,,<bare>`` → ("n,,", "", bare)."""
-    first, comma, rest = text.partition(",")
+def parse_client_first(text: str) -> ClientFirst:
+    """Parse a client-first message strictly as RFC 5802 defines it (Kafka's form): the GS2
+    header ``n,,`` (or ``n,a=<the same user>,``), then exactly ``n=<user>,r=<nonce>`` in that
+    order, then extensions ``key=value`` with distinct alphabetic keys. The user name's
+    ``=2C`` and ``=3D`` are its only escapes; any other ``=`` in it, an empty name or nonce, a
+    second ``n=`` or ``r=``, a mandatory extension (``m=``) or delegation-token login
+    (``tokenauth=true``) raises :class:`ScramError`."""
+    flag, comma, rest = text.partition(",")
     authzid, comma2, bare = rest.partition(",")
     if not comma or not comma2:
         raise ScramError("malformed SCRAM client-first message")
-    return f"{first},{authzid},", "", bare
+    if flag != "n":
+        raise ScramError("SCRAM channel binding is not supported")
+    items = bare.split(",")
+    if items[0].startswith("m="):
+        raise ScramError("SCRAM mandatory extensions are not supported")
+    if len(items) < 2 or not items[0].startswith("n=") or not items[1].startswith("r="):
+        raise ScramError("SCRAM client-first message must start with n= and r=")
+    username = _unescape_username(items[0][2:])
+    nonce = items[1][2:]
+    if not nonce or not all(0x21 <= ord(c) <= 0x7E for c in nonce):
+        raise ScramError("SCRAM client nonce is empty or not printable")
+    if authzid and (not authzid.startswith("a=") or _unescape_username(authzid[2:]) != username):
+        raise ScramError("SCRAM authorization id differs from the user name")
+    extensions: list[tuple[str, str]] = []
+    for item in items[2:]:
+        key, eq, value = item.partition("=")
+        if not eq or not key.isascii() or not key.isalpha():
+            raise ScramError("malformed SCRAM extension")
+        if key in ("n", "r", "m") or any(key == seen for seen, _ in extensions):
+            raise ScramError(f"SCRAM attribute {key}= given twice or out of place")
+        extensions.append((key, value))
+    if any(k == "tokenauth" and v.lower() == "true" for k, v in extensions):
+        raise ScramError("delegation tokens are not supported")
+    return ClientFirst(username, nonce, bare, tuple(extensions))
+
+
+def unknown_user_salt(key: bytes, username: str) -> bytes:
+    """The salt answered for a user without a credential: HMAC-SHA-256 of the name under
+    ``key``, the same for every exchange with that key, unpredictable without it."""
+    return hmac.new(key, username.encode(), "sha256").digest()
+
+
+_PROCESS_SALT_KEY = secrets.token_bytes(32)
+"""Keys made-up salts when the server is given no key of its own."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 def _attributes(text: str) -> dict[str, str]:
@@ -321,4 +368,18 @@ def _escape_username(name: str) -> str:
 
 
 def _unescape_username(name: str) -> str:
-    return name.replace("=2C", ",").replace("=3D", "=")
+    """A saslname unescaped: ``=2C`` is a comma and ``=3D`` an equals sign, and any other
+    ``=`` makes the name invalid (RFC 5802), as does an empty name."""
+    parts = name.split("=")
+    out = [parts[0]]
+    for part in parts[1:]:
+        if part.startswith("2C"):
+            out.append("," + part[2:])
+        elif part.startswith("3D"):
+            out.append("=" + part[2:])
+        else:
+            raise ScramError("SCRAM user name has an = that is not =2C or =3D")
+    username = "".join(out)
+    if not username:
+        raise ScramError("SCRAM user name is empty")
+    return username

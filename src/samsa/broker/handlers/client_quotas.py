@@ -9,6 +9,10 @@ answered INVALID_REQUEST on its own and the others are applied; with
 name per type, ``strict`` leaving out entities with parts the filter does not
 name; a bad filter is INVALID_REQUEST for the whole request.
 
+With the authorizer on, Describe needs DESCRIBE_CONFIGS on the cluster (the whole
+request is CLUSTER_AUTHORIZATION_FAILED otherwise) and Alter needs ALTER_CONFIGS on the
+cluster (every entry CLUSTER_AUTHORIZATION_FAILED, nothing applied), as Kafka's.
+
 Deviation: the ``ip`` entity (connection creation rates) is not supported:
 INVALID_REQUEST, as for any unknown entity type.
 """
@@ -17,7 +21,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from samsa.acl import AclOperation
 from samsa.broker.api import error_fields, respond
+from samsa.broker.authorizer import authorize_cluster
 from samsa.broker.quota.entity import (
     FilterComponent,
     QuotaEntity,
@@ -59,6 +65,11 @@ def _changes(entry: Any) -> tuple[QuotaEntity, dict[str, float | None]]:
 
 def register(registry: ApiRegistry, broker: QuotaServices) -> None:
     async def describe(header: RequestHeader, body: Any) -> Any:
+        if not authorize_cluster(AclOperation.DESCRIBE_CONFIGS):
+            return respond(header, {
+                "throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "not authorized to describe client quotas", "entries": None,
+            })  # fmt: skip
         components = [
             FilterComponent(c.entity_type, c.match_type, c.match) for c in body.components
         ]
@@ -87,6 +98,7 @@ def register(registry: ApiRegistry, broker: QuotaServices) -> None:
     async def alter(header: RequestHeader, body: Any) -> Any:
         results: list[dict[str, Any]] = []
         changes: dict[QuotaEntity, dict[str, float | None]] = {}
+        allowed = authorize_cluster(AclOperation.ALTER_CONFIGS)
         for entry in body.entries:
             result: dict[str, Any] = {
                 "entity": [
@@ -96,6 +108,11 @@ def register(registry: ApiRegistry, broker: QuotaServices) -> None:
                 "error_code": ErrorCode.NONE,
                 "error_message": None,
             }
+            if not allowed:
+                result["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                result["error_message"] = "not authorized to alter client quotas"
+                results.append(result)
+                continue
             try:
                 entity, ops = _changes(entry)
                 if entity in changes:

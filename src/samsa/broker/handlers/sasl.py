@@ -4,9 +4,10 @@ Served on SASL listeners before and after authentication (a second exchange
 re-authenticates, KIP-368); the exchange itself is the connection's
 :class:`~samsa.broker.sasl_authenticator.SaslAuthenticator`. On a listener
 without SASL, or for SaslAuthenticate after a completed exchange, both answer
-ILLEGAL_SASL_STATE, as Kafka does. A failed exchange is answered
-(UNSUPPORTED_SASL_MECHANISM or SASL_AUTHENTICATION_FAILED) and the connection
-is then closed. After SaslHandshake v0 the exchange continues in bare frames,
+ILLEGAL_SASL_STATE, as Kafka does; on a SASL listener the connection is then
+closed. A failed exchange is answered (UNSUPPORTED_SASL_MECHANISM or
+SASL_AUTHENTICATION_FAILED) after ``connection.failed.authentication.delay.ms``
+and the connection is then closed. After SaslHandshake v0 the exchange continues in bare frames,
 which the connection hands to :func:`raw_token`.
 """
 
@@ -47,6 +48,9 @@ def register(registry: ApiRegistry) -> None:
 
     async def authenticate(header: RequestHeader, body: Any) -> Any:
         authenticator = current_authenticator.get()
+        if authenticator is not None and not authenticator.exchanging:
+            # On a SASL listener this breaks the exchange: answered, then closed (Kafka's).
+            authenticator.failure = "SaslAuthenticate without a SaslHandshake before it"
         if authenticator is None or not authenticator.exchanging:
             return _answer(
                 header, ErrorCode.ILLEGAL_SASL_STATE,

@@ -8,6 +8,11 @@ empty name or an unknown mechanism, iterations outside 4096..16384
 (RESOURCE_NOT_FOUND). A user with any error has none of its changes applied.
 Describe answers mechanism and iterations only; a user named twice is
 DUPLICATE_RESOURCE, one without credentials RESOURCE_NOT_FOUND.
+
+With the authorizer on, Describe needs DESCRIBE on the cluster (the whole request is
+CLUSTER_AUTHORIZATION_FAILED otherwise) and Alter needs ALTER on the cluster (every
+user's result is CLUSTER_AUTHORIZATION_FAILED and nothing changes), as Kafka's: whoever
+may set a credential may log in as its user, super users included.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from samsa.acl import AclOperation
 from samsa.broker.api import respond
+from samsa.broker.authorizer import authorize_cluster
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.scram_credentials import CredentialChange, ScramCredentials
 from samsa.errors import ErrorCode
@@ -33,6 +40,11 @@ ALTER_KEY = 51
 
 def register(registry: ApiRegistry, *, credentials: ScramCredentials) -> None:
     async def describe(header: RequestHeader, body: Any) -> Any:
+        if not authorize_cluster(AclOperation.DESCRIBE):
+            return respond(header, {
+                "throttle_time": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": None, "results": [],
+            })  # fmt: skip
         names = None if body.users is None else [u.name for u in body.users]
         counts = Counter(names or ())
         found = await credentials.describe(None if names is None else list(counts))
@@ -59,6 +71,12 @@ def register(registry: ApiRegistry, *, credentials: ScramCredentials) -> None:
         )  # fmt: skip
 
     async def alter(header: RequestHeader, body: Any) -> Any:
+        if not authorize_cluster(AclOperation.ALTER):
+            refused = dict.fromkeys(d.name for d in (*body.deletions, *body.upsertions))
+            return respond(header, {"throttle_time": 0, "results": [
+                {"user": name, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                 "error_message": None} for name in refused
+            ]})  # fmt: skip
         errors: dict[str, tuple[ErrorCode, str]] = {}
         changes: list[CredentialChange] = []
         seen = Counter((d.name, d.mechanism) for d in (*body.deletions, *body.upsertions))
