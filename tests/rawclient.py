@@ -18,6 +18,7 @@ from samsa.protocol.legacy import (
 )
 
 HANG_S = 30  # socket timeout: only detects a broker that never answers
+CREATE_TOPICS = 19
 
 
 def exchange(bootstrap: str, api_key: int, version: int, values: dict[str, Any]) -> Any:
@@ -27,6 +28,15 @@ def exchange(bootstrap: str, api_key: int, version: int, values: dict[str, Any])
     with socket.create_connection((host, int(port)), timeout=HANG_S) as sock:
         sock.sendall(request_frame(api_key, version, values))
         return read_response(sock, api_key, version)
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    """Create ``topic`` with one partition (CreateTopics v0), asserting it was created."""
+    response = exchange(bootstrap, CREATE_TOPICS, 0, {
+        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}],
+        "timeout": 10_000,
+    })  # fmt: skip
+    assert [t["error_code"] for t in response["topics"]] == [0]
 
 
 def request_frame(

@@ -8,6 +8,7 @@ Every exception samsa raises derives from :class:`SamsaError`::
     │   └── CorruptRecordError      (also a KafkaError, code 2) CRC, magic or a size is wrong
     │       └── TruncatedBatchError the bytes end before the batch does
     ├── CompressionError            a codec failed, or is not one Kafka defines
+    │   └── DecompressionLimitError data inflates past the limit it was read with
     ├── StorageError                the log on disk cannot be used as asked
     │   └── LogClosedError          the log, segment or index was closed by its owner
     └── KafkaError                  anything that travels as a Kafka error code
@@ -190,6 +191,11 @@ class RecordFormatError(SamsaError):
 
 class CompressionError(SamsaError):
     """Raised when a codec fails on its input or the codec id is not Kafka's."""
+
+
+class DecompressionLimitError(CompressionError):
+    """Raised when compressed data inflates past the limit it is read with: decompression
+    stops there, so a small hostile input never allocates more than the limit."""
 
 
 class StorageError(SamsaError):

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
-from tests.rawclient import exchange
+from tests.rawclient import create_topic, exchange
 
 from samsa.testing import BrokerProcess, start_broker
 
@@ -54,11 +54,7 @@ def _message_set(magic: int, codec: int, records: list[tuple[bytes | None, bytes
 
 
 def _create_topic(broker: BrokerProcess, topic: str) -> None:
-    response = exchange(broker.bootstrap, CREATE_TOPICS, 0, {
-        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1}],
-        "timeout": 10_000,
-    })  # fmt: skip
-    assert [t["error_code"] for t in response["topics"]] == [0]
+    create_topic(broker.bootstrap, topic)
 
 
 def _produce(broker: BrokerProcess, version: int, topic: str, records: bytes) -> dict[str, Any]:

@@ -14,11 +14,20 @@ import pytest
 from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from samsa.errors import CorruptRecordError, UnsupportedCompressionTypeError
+from samsa.errors import (
+    CorruptRecordError,
+    MessageTooLargeError,
+    UnsupportedCompressionTypeError,
+)
 from samsa.records.batch import CompressionType, read_batch
 from samsa.records.builder import RecordBatchBuilder
 from samsa.records.control import ControlRecordType, build_end_transaction_batch
-from samsa.records.legacy import down_convert, message_set_to_batch, read_message_set
+from samsa.records.legacy import (
+    InflationBudget,
+    down_convert,
+    message_set_to_batch,
+    read_message_set,
+)
 from samsa.records.reader import read_records
 
 NOW = 1_700_000_000_000
@@ -191,8 +200,65 @@ def test_a_partial_batch_at_the_end_of_a_read_is_left_out() -> None:
     assert [o for o, *_ in _legacy_records(converted)] == [0, 1, 2]
 
 
-def test_wrappers_inflating_past_the_limit_together_are_corrupt() -> None:
+def test_wrappers_inflating_past_the_limit_together_are_too_large() -> None:
     wrapper = _message_set(1, GZIP, [(None, b"z" * 600)])
     read_message_set(wrapper * 2, max_decompressed=1300)  # two inflate to ~1270 bytes
-    with pytest.raises(CorruptRecordError, match="limit"):
+    with pytest.raises(MessageTooLargeError):
         read_message_set(wrapper * 3, max_decompressed=1300)
+
+
+def test_uncompressed_messages_count_towards_the_limit_with_the_inflated_ones() -> None:
+    plain = _message_set(1, 0, [(None, b"p" * 400)])  # 434 bytes
+    wrapper = _message_set(1, GZIP, [(None, b"z" * 600)])  # inflates to 634 bytes
+    read_message_set(plain + wrapper, max_decompressed=434 + 634)
+    with pytest.raises(MessageTooLargeError):
+        read_message_set(plain + wrapper, max_decompressed=434 + 633)
+    with pytest.raises(MessageTooLargeError):
+        message_set_to_batch(plain * 3, now_ms=NOW, max_decompressed=3 * 434 - 1)
+
+
+def _bomb(codec: CompressionType, base_offset: int = 0, count: int = 4) -> bytes:
+    """A batch of ``count`` records of 100 KiB of zeros: a few hundred bytes stored."""
+    builder = RecordBatchBuilder(compression=codec, base_offset=base_offset)
+    for _ in range(count):
+        builder.append(bytes(100 * 1024), timestamp=NOW)
+    return builder.build()
+
+
+@pytest.mark.parametrize(
+    "codec", [CompressionType.GZIP, CompressionType.SNAPPY, CompressionType.LZ4,
+              CompressionType.ZSTD],
+)  # fmt: skip
+def test_down_conversion_stops_before_a_batch_inflating_past_max_bytes(
+    codec: CompressionType,
+) -> None:
+    stored = b"".join(_bomb(codec, base_offset=4 * i) for i in range(5))  # ~2 MB inflated
+    converted = down_convert(stored, 1, 0, 1 << 20, min_one_message=True)
+    assert len(converted) < 1 << 20
+    assert [o for o, *_ in _legacy_records(converted)] == list(range(8))  # 2 × 400 KiB fit
+
+
+def test_down_conversion_shares_its_inflation_budget_between_calls() -> None:
+    budget = InflationBudget(1 << 20)
+    first = down_convert(_bomb(CompressionType.GZIP), 1, 0, 1 << 20, min_one_message=True,
+                         inflation=budget)  # fmt: skip
+    assert len(_legacy_records(first)) == 4
+    assert (1 << 20) - budget.left >= 4 * 100 * 1024  # the messages it made, at least
+    second = _bomb(CompressionType.GZIP, 4) + _bomb(CompressionType.GZIP, 8)
+    converted = down_convert(second, 1, 4, 1 << 20, min_one_message=False, inflation=budget)
+    assert [o for o, *_ in _legacy_records(converted)] == [4, 5, 6, 7]
+
+
+def test_a_first_batch_inflating_past_its_limit_is_announced_as_a_message_too_large() -> None:
+    stored = _bomb(CompressionType.GZIP, base_offset=7)
+    converted = down_convert(stored, 0, 8, 1000, min_one_message=True,
+                             max_first_inflated=200_000)  # fmt: skip
+    offset, size = struct.unpack(">qi", converted)
+    assert (offset, size) == (8, 200_001)  # a message bigger than the 0 bytes after it
+    assert _legacy_records(converted) == []
+
+
+def test_a_first_batch_within_max_first_inflated_goes_out_whatever_max_bytes() -> None:
+    converted = down_convert(_bomb(CompressionType.GZIP), 1, 0, 1000, min_one_message=True,
+                             max_first_inflated=1 << 20)  # fmt: skip
+    assert [o for o, *_ in _legacy_records(converted)] == [0, 1, 2, 3]

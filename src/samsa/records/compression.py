@@ -18,7 +18,7 @@ import cramjam
 import lz4.frame
 import zstandard
 
-from samsa.errors import CompressionError
+from samsa.errors import CompressionError, DecompressionLimitError
 from samsa.records.batch import CompressionType
 
 DEFAULT_MAX_DECOMPRESSED: Final = 256 * 1024 * 1024
@@ -65,7 +65,10 @@ def decompress(
     data: bytes | bytearray | memoryview,
     max_size: int = DEFAULT_MAX_DECOMPRESSED,
 ) -> bytes:
-    """Inflate a records section; raise :class:`CompressionError` on bad input or past max_size."""
+    """Inflate a records section; raise :class:`CompressionError` on bad input and
+    :class:`DecompressionLimitError` past ``max_size``, having inflated at most
+    ``max_size + 1`` bytes (codecs read in steps, snappy blocks by their declared size)."""
+    max_size = max(max_size, 0)  # zlib and lz4 take a length of 0 or less as "no limit"
     try:
         if codec is CompressionType.NONE:
             out = bytes(data)
@@ -88,7 +91,7 @@ def decompress(
     except Exception as exc:  # each codec raises its own types; all mean "bad input"
         raise CompressionError(f"{codec.name.lower()} data is corrupt: {exc}") from exc
     if len(out) > max_size:
-        raise CompressionError(
+        raise DecompressionLimitError(
             f"{codec.name.lower()} data inflates past the limit of {max_size} bytes"
         )
     return out
@@ -133,7 +136,9 @@ def _zstd_frame(data: bytes | bytearray | memoryview, max_size: int) -> bytes:
 def _snappy_raw(data: memoryview, max_size: int) -> bytes:
     declared = int(cramjam.snappy.decompress_raw_len(bytes(data)))
     if declared > max_size:
-        raise CompressionError(f"snappy block declares {declared} bytes, past {max_size}")
+        raise DecompressionLimitError(
+            f"snappy block declares {declared} bytes, past the limit of {max_size}"
+        )
     return bytes(cramjam.snappy.decompress_raw(bytes(data)))
 
 

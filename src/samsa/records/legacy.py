@@ -25,6 +25,12 @@ stored v2 batches as magic 0 or 1 messages; headers are dropped (the old formats
 have none), control batches skipped, and a compressed batch becomes one
 compressed wrapper with the same codec, except zstd (and lz4 at magic 0, whose
 old frame checksum no reader agrees on) which go out uncompressed.
+
+Both directions bound what compressed data may inflate to before inflating it
+(a few kilobytes of gzip can hold gigabytes): a produced set by a byte limit
+(the topic's ``max.message.bytes`` in the broker), a down-conversion by the
+fetch's byte limits (:class:`InflationBudget` shares one between a response's
+partitions); decompression stops one byte past the limit.
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ from typing import Final, NamedTuple
 from samsa.errors import (
     CompressionError,
     CorruptRecordError,
+    DecompressionLimitError,
     InvalidRecordError,
+    MessageTooLargeError,
     UnsupportedCompressionTypeError,
 )
 from samsa.records.batch import (
@@ -50,8 +58,10 @@ from samsa.records.batch import (
 from samsa.records.builder import RecordBatchBuilder
 from samsa.records.compression import DEFAULT_MAX_DECOMPRESSED, compress, decompress
 from samsa.records.reader import record_tuples
+from samsa.records.record import Header
 
 __all__ = [
+    "InflationBudget",
     "LegacyMessage",
     "down_convert",
     "is_message_set",
@@ -62,12 +72,16 @@ __all__ = [
 _HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _TIMESTAMP = struct.Struct(">q")
 _I32 = struct.Struct(">i")
+_HEAD_SIZE = struct.Struct(">qi")  # offset, message size: all an old reader needs to skip
+_MAX_INT32: Final = 2**31 - 1
 LOG_OVERHEAD: Final = 12  # offset + message size
 _MIN_SIZE = {0: 14, 1: 22}  # crc, magic, attributes, [timestamp], key length, value length
+_MIN_MESSAGE: Final = {m: LOG_OVERHEAD + size for m, size in _MIN_SIZE.items()}  # with no key/value
 _CODEC_MASK: Final = 0x07
 _TIMESTAMP_TYPE_BIT: Final = 0x08
 _MAGIC_POS: Final = 16  # in a message as in a RecordBatch v2 header
 NO_TIMESTAMP: Final = -1
+_Records = list[tuple[int, int, bytes | None, bytes | None, tuple[Header, ...]]]
 
 
 class LegacyMessage(NamedTuple):
@@ -143,17 +157,23 @@ def read_message_set(
     """The records of a magic 0/1 message set, wrappers opened, and the (first) codec used.
 
     Inner messages of a magic-1 wrapper carry the wrapper's timestamp when it is
-    LogAppendTime. All wrappers together inflate to at most ``max_decompressed``
-    bytes. Raises :class:`CorruptRecordError` (CORRUPT_MESSAGE) for a bad CRC, size,
-    magic, a nested compressed message, an inner magic other than the wrapper's or
-    too much inflation, and :class:`UnsupportedCompressionTypeError` for zstd.
+    LogAppendTime. The set's messages once opened — uncompressed ones as they are,
+    wrappers inflated — come to at most ``max_decompressed`` bytes: a wrapper is
+    inflated no further than what is left of it, so a small message that inflates
+    hugely costs no more than the limit. Raises :class:`MessageTooLargeError`
+    (MESSAGE_TOO_LARGE) past the limit, :class:`CorruptRecordError` (CORRUPT_MESSAGE)
+    for a bad CRC, size, magic, a nested compressed message or an inner magic other
+    than the wrapper's, and :class:`UnsupportedCompressionTypeError` for zstd.
     """
     records: list[LegacyMessage] = []
     codec_used = CompressionType.NONE
-    inflated = 0  # bytes decompressed so far: ``max_decompressed`` bounds the whole set
+    opened = 0  # bytes of messages read so far: ``max_decompressed`` bounds the whole set
     for message, attributes in _messages(buf):
         codec = _codec(attributes, message.magic)
         if codec is CompressionType.NONE:
+            opened += _message_size(message)
+            if opened > max_decompressed:
+                raise _too_large(max_decompressed)
             records.append(message)
             continue
         if codec_used is CompressionType.NONE:
@@ -164,10 +184,12 @@ def read_message_set(
         if codec is CompressionType.LZ4 and message.magic == 0:
             data = _fix_lz4_header_checksum(data)
         try:
-            inner_set = decompress(codec, data, max_decompressed - inflated)
+            inner_set = decompress(codec, data, max_decompressed - opened)
+        except DecompressionLimitError:
+            raise _too_large(max_decompressed) from None
         except CompressionError as exc:
             raise CorruptRecordError(f"compressed message: {exc}") from exc
-        inflated += len(inner_set)
+        opened += len(inner_set)
         log_append = message.magic == 1 and attributes & _TIMESTAMP_TYPE_BIT
         inner_count = 0
         for inner, inner_attributes in _messages(inner_set):
@@ -182,6 +204,17 @@ def read_message_set(
         if not inner_count:
             raise CorruptRecordError("a compressed message wraps no message")
     return records, codec_used
+
+
+def _message_size(message: LegacyMessage) -> int:
+    """The bytes ``message`` takes in a message set."""
+    return _MIN_MESSAGE[message.magic] + len(message.key or b"") + len(message.value or b"")
+
+
+def _too_large(limit: int) -> MessageTooLargeError:
+    return MessageTooLargeError(
+        f"message set holds more than {limit} bytes of messages once decompressed"
+    )
 
 
 def message_set_to_batch(
@@ -228,8 +261,25 @@ def _whole_batches(data: bytes) -> Iterator[RecordBatchView]:
         pos += size
 
 
+class InflationBudget:
+    """The bytes down-converting one Fetch response may still decompress, shared by its
+    partitions in turn (the first batch of a response may take it below zero)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+
 def down_convert(
-    data: bytes, magic: int, fetch_offset: int, max_bytes: int, *, min_one_message: bool
+    data: bytes,
+    magic: int,
+    fetch_offset: int,
+    max_bytes: int,
+    *,
+    min_one_message: bool,
+    inflation: InflationBudget | None = None,
+    max_first_inflated: int = DEFAULT_MAX_DECOMPRESSED,
 ) -> bytes:
     """Stored RecordBatch v2 bytes as a magic ``magic`` message set for Fetch v0–3.
 
@@ -238,17 +288,42 @@ def down_convert(
     with ``min_one_message`` the first one goes in whatever its size, as KIP-74 has
     Fetch v3+ do (and as old clients need to make progress). A partial batch at the
     end of ``data`` is dropped.
+
+    Batches are converted one at a time, and a compressed one is inflated no further
+    than the bytes of messages it may still bring: ``max_bytes`` less what earlier
+    batches inflated to, and no more than ``inflation`` has left (then takes what it
+    used from it). A batch that holds more stops the set before it — unless it comes
+    first with ``min_one_message``: then it may inflate to ``max_first_inflated``
+    bytes, and past that the set is only a message header announcing a message larger
+    than the bytes that follow, which an old client reports as a message too large
+    for its fetch size (Kafka sends the unconverted batch for the same purpose).
     """
     out = bytearray()
+    left = max_bytes if inflation is None else min(max_bytes, inflation.left)
     for batch in _whole_batches(data):
         if batch.is_control or batch.last_offset < fetch_offset:
             continue
-        log_append = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
-        attributes = _TIMESTAMP_TYPE_BIT if log_append and magic == 1 else 0
-        records = [r for r in record_tuples(batch) if r[0] >= fetch_offset]
+        first = min_one_message and not out
+        codec = batch.compression
+        if codec is CompressionType.NONE:
+            records = record_tuples(batch)
+        else:
+            limit = max(left, max_first_inflated) if first else left
+            try:
+                records = _inflated_records(batch, magic, limit)
+            except DecompressionLimitError:
+                if first:
+                    return _too_large_header(max(batch.base_offset, fetch_offset), limit)
+                return bytes(out)
+            used = len(records) * _MIN_MESSAGE[magic] + sum(map(_record_size, records))
+            left -= used
+            if inflation is not None:
+                inflation.left -= used
+        records = [r for r in records if r[0] >= fetch_offset]
         if not records:
             continue
-        codec = batch.compression
+        log_append = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+        attributes = _TIMESTAMP_TYPE_BIT if log_append and magic == 1 else 0
         if codec is CompressionType.ZSTD or (codec is CompressionType.LZ4 and magic == 0):
             codec = CompressionType.NONE
         if codec is CompressionType.NONE:
@@ -257,13 +332,14 @@ def down_convert(
                 for offset, timestamp, key, value, _headers in records
             ]
         else:
-            first = records[0][0]
+            first_offset = records[0][0]
             inner = b"".join(
                 _message(
-                    offset - first if magic == 1 else offset, magic, 0, timestamp, (key, value)
+                    offset - first_offset if magic == 1 else offset, magic, 0, timestamp,
+                    (key, value),
                 )
                 for offset, timestamp, key, value, _headers in records
-            )
+            )  # fmt: skip
             pieces = [_message(
                 records[-1][0], magic, int(codec) | attributes,
                 max(r[1] for r in records), (None, compress(codec, inner)),
@@ -273,6 +349,28 @@ def down_convert(
                 return bytes(out)
             out += piece
     return bytes(out)
+
+
+def _inflated_records(batch: RecordBatchView, magic: int, limit: int) -> _Records:
+    """The records of a compressed batch, if they come to at most ``limit`` bytes of
+    ``magic`` messages: its record count is checked before anything is inflated, and
+    the records section inflates no further than ``limit``."""
+    if batch.record_count * _MIN_MESSAGE[magic] > limit:
+        raise DecompressionLimitError(
+            f"batch of {batch.record_count} records takes more than {limit} bytes"
+        )
+    return record_tuples(batch, max_decompressed=limit)
+
+
+def _record_size(record: tuple[int, int, bytes | None, bytes | None, object]) -> int:
+    """What a record's key and value add to its message."""
+    _, _, key, value, _ = record
+    return len(key or b"") + len(value or b"")
+
+
+def _too_large_header(offset: int, limit: int) -> bytes:
+    """The offset and size of a message larger than ``limit`` bytes, and nothing after."""
+    return _HEAD_SIZE.pack(offset, min(limit + 1, _MAX_INT32))
 
 
 # -- magic 0 LZ4 -----------------------------------------------------------------------

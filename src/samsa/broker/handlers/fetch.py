@@ -39,9 +39,19 @@ Versions 0–3 (Kafka 3.9 served them; Kafka 4 does not) want message formats v0
 (:func:`samsa.records.legacy.down_convert`, headers dropped, control batches
 skipped), within ``partition_max_bytes`` and the response's ``max_bytes`` (v3;
 older versions have none), the first message of the response going in whatever
-its size. Reads of more than ``DOWN_CONVERT_INLINE_BYTES`` are converted on a
-worker thread. Versions 4+ are untouched: their record data still goes from
-the segment files to the socket.
+its size. Conversions that may read or inflate more than
+``DOWN_CONVERT_INLINE_BYTES`` run on a worker thread. Conversion goes batch by
+batch and stops at the limits, which also bound the bytes of messages compressed
+batches are inflated to, so a few megabytes of gzip that inflate to gigabytes
+cost a fetch no more than its limits. The response's first batch may inflate to
+the larger of the limits and the topic's ``max.message.bytes`` (every batch a
+v0–2 producer wrote fits); one that inflates further is answered as Kafka
+answers a message larger than an old client's fetch size: the partition's
+records are a message header whose size runs past the response, and the client
+reports a message too large. Deviation: Kafka bounds the compressed bytes it
+sends, not the bytes it inflates, so an old client gets fewer records per fetch
+from a compressed topic from samsa than from Kafka. Versions 4+ are untouched:
+their record data still goes from the segment files to the socket.
 
 A fetch from a follower (a replica id ≥ 0) reads up to the log end and tells
 the leader the follower's log end (:meth:`ReplicaManager.read_for_follower`).
@@ -102,7 +112,7 @@ from samsa.protocol.fetch_response import (
     FetchTopic,
     encode_fetch_response,
 )
-from samsa.records.legacy import down_convert
+from samsa.records.legacy import InflationBudget, down_convert
 from samsa.storage.segment import FileRegion
 from samsa.types import TopicPartition
 
@@ -114,7 +124,7 @@ READ_COMMITTED = 1
 DOWN_CONVERT_FROM = 4
 """Versions below this want message formats v0/v1."""
 DOWN_CONVERT_INLINE_BYTES = 256 * 1024
-"""Reads larger than this are down-converted off the event loop."""
+"""Down-conversions that may read or inflate more than this run off the event loop."""
 Read = tuple[CachedPartition, FetchPartition, int]
 """A partition read, what it answers, and the partition's leader epoch then (-2 on error)."""
 
@@ -125,11 +135,17 @@ def down_convert_all(
     fetch_offsets: dict[tuple[str, int], int],
     partition_max_bytes: dict[tuple[str, int], int],
     max_bytes: int,
+    *,
+    max_message_bytes: dict[str, int],
 ) -> None:
     """Replace each partition's file region by its records as a v0 (Fetch 0–1) or v1
-    (Fetch 2–3) message set, within the partition's and the response's limits."""
+    (Fetch 2–3) message set, within the partition's and the response's limits: on the
+    bytes sent, and on the bytes of messages compressed batches inflate to. The
+    response's first batch may inflate to its topic's ``max.message.bytes``
+    (``max_message_bytes``, by topic name) when that is more than the limits."""
     magic = 0 if version < 2 else 1
     remaining = max_bytes
+    inflation = InflationBudget(max_bytes)
     for topic in topics:
         for p in topic.partitions:
             region = p.records
@@ -140,6 +156,7 @@ def down_convert_all(
             converted = down_convert(
                 region.read(), magic, fetch_offsets[key],
                 max(min(partition_max_bytes[key], remaining), 0), min_one_message=first,
+                inflation=inflation, max_first_inflated=max_message_bytes[topic.name],
             )  # fmt: skip
             p.records = converted
             remaining -= len(converted)
@@ -400,12 +417,19 @@ def register(
                 key = (c.topic or "", c.partition)
                 fetch_offsets.setdefault(key, c.fetch_offset)
                 partition_max_bytes.setdefault(key, c.max_bytes)
-            args = (topics, header.api_version, fetch_offsets, partition_max_bytes,
-                    min(body.max_bytes, broker_max_bytes))  # fmt: skip
-            if total > DOWN_CONVERT_INLINE_BYTES:
-                await asyncio.to_thread(down_convert_all, *args)
+            response_max = min(body.max_bytes, broker_max_bytes)
+            args = (topics, header.api_version, fetch_offsets, partition_max_bytes, response_max)
+            # Read here, on the loop that owns the topic configs, not by the worker thread.
+            max_message_bytes = {
+                t.name: replicas.topic_config(t.name).max_message_bytes for t in topics
+            }
+            may_inflate = max([response_max, *max_message_bytes.values()])
+            if max(total, may_inflate) > DOWN_CONVERT_INLINE_BYTES:
+                await asyncio.to_thread(
+                    down_convert_all, *args, max_message_bytes=max_message_bytes
+                )
             else:
-                down_convert_all(*args)
+                down_convert_all(*args, max_message_bytes=max_message_bytes)
         if session is None and session_epoch == INITIAL_EPOCH and header.api_version >= 7:
             session = sessions.create(wanted, privileged=follower >= 0, uses_topic_ids=uses_ids)
             if session is not None:

@@ -5,11 +5,20 @@ partition's set is validated (CRC-32 of every message, sizes, codec, nested
 sets; CORRUPT_MESSAGE otherwise, nothing appended) and converted to one
 RecordBatch v2 (:func:`samsa.records.legacy.message_set_to_batch`: magic 1
 keeps its timestamps, magic 0 records get the broker's time, as Kafka stamped
-them; sets over 64 KiB are converted on a worker thread) before it takes the
-path every batch takes. A v0–2 request carrying a RecordBatch v2 is appended
-as it is. v3+ must carry exactly one batch per partition (INVALID_RECORD
-otherwise). With acks=0 there is no response, and any error
-closes the connection so the client notices.
+them; sets over 64 KiB, before or after inflation, are converted on a worker
+thread) before it takes the
+path every batch takes. The topic is authorised and the partition's leadership
+checked before anything is decompressed, and a set whose messages, wrappers
+inflated, come to more than the topic's ``max.message.bytes`` is refused with
+MESSAGE_TOO_LARGE as soon as inflation passes it — a small wrapper that
+inflates hugely costs the broker no more than the limit. Deviation: Kafka
+checks the converted batch against ``max.message.bytes`` (samsa does too, on
+append) but inflates without a limit, so a set that decompresses past the
+limit and recompresses under it is accepted by Kafka and refused by samsa (an
+uncompressed set counts its messages' sizes the same way). A v0–2 request
+carrying a RecordBatch v2 is appended as it is. v3+ must carry exactly one
+batch per partition (INVALID_RECORD otherwise). With acks=0 there is no
+response, and any error closes the connection so the client notices.
 
 Idempotent and transactional batches go through the partition's producer
 state (:mod:`samsa.storage.producer_state`): retries are deduplicated, and
@@ -53,6 +62,7 @@ from samsa.errors import (
     InvalidRecordError,
     InvalidRequiredAcksError,
     KafkaError,
+    MessageTooLargeError,
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
     UnknownTopicIdError,
@@ -86,16 +96,33 @@ def _one_batch(records: Any) -> bytes | memoryview:
 
 
 CONVERT_INLINE_BYTES = 64 * 1024
-"""Message sets larger than this are converted off the event loop (per-record work)."""
+"""Message sets larger than this, or holding more than this once inflated, are converted
+off the event loop (per-record work)."""
 
 
-async def _legacy_batch(records: Any) -> bytes | memoryview:
-    """Produce v0–2: a message set as one RecordBatch v2 (a v2 batch passes through)."""
+async def _legacy_batch(
+    records: Any, replicas: ReplicaManager, tp: TopicPartition
+) -> bytes | memoryview:
+    """Produce v0–2: a message set as one RecordBatch v2 (a v2 batch passes through).
+
+    Nothing is decompressed for a partition this broker does not lead, and the set's
+    messages may come to at most the topic's ``max.message.bytes`` once decompressed
+    (MESSAGE_TOO_LARGE past it, found without inflating further)."""
     if not records or not is_message_set(records):
         return _one_batch(records)
-    if len(records) > CONVERT_INLINE_BYTES:
-        return await asyncio.to_thread(message_set_to_batch, bytes(records), now_ms=now_ms())
-    return message_set_to_batch(bytes(records), now_ms=now_ms())
+    limit = replicas.leader_partition(tp).log.config.max_message_bytes
+    data = bytes(records)
+    if len(data) <= CONVERT_INLINE_BYTES:
+        try:  # most small sets stay small once inflated: converted here, on the loop
+            return message_set_to_batch(
+                data, now_ms=now_ms(), max_decompressed=min(limit, CONVERT_INLINE_BYTES)
+            )
+        except MessageTooLargeError:
+            if limit <= CONVERT_INLINE_BYTES:
+                raise
+    return await asyncio.to_thread(
+        message_set_to_batch, data, now_ms=now_ms(), max_decompressed=limit
+    )
 
 
 def register(
@@ -138,7 +165,9 @@ def register(
                     refuse_client_change(metadata, name, "append to")
                     tp = TopicPartition(name, data.index)
                     batch = (
-                        await _legacy_batch(data.records) if legacy else _one_batch(data.records)
+                        await _legacy_batch(data.records, replicas, tp)
+                        if legacy
+                        else _one_batch(data.records)
                     )
                     appended = await replicas.append(tp, batch, required_acks=acks)
                     entry.update(
