@@ -8,6 +8,8 @@ token works the same way; and every change is logged with who made it."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +20,7 @@ from tests.console.console_process import ConsoleProcess, start_console
 
 from samsa import Admin
 from samsa.client.admin import NewTopic, ScramUpsertion
+from samsa.console.guard import parse_host
 from samsa.testing import BrokerProcess, start_broker
 
 pytestmark = pytest.mark.timeout(180)
@@ -203,6 +206,8 @@ def test_a_sasl_console_asks_for_a_login_as_a_user_of_the_cluster(
     assert status == 401 and "log in" in body
     assert sasl_console.get("/topics", auth=("alice", "wrong"))[0] == 401
     assert sasl_console.get("/topics", auth=("nobody", "alice-secret"))[0] == 401
+    assert sasl_console.get("/topics", auth=("", ""))[0] == 401
+    assert sasl_console.get("/topics", {"Authorization": "Basic !!"})[0] == 401
     assert sasl_console.get("/static/console.css")[0] == 401
     status, body = sasl_console.get("/topics", auth=("alice", "alice-secret"))
     assert status == 200 and "User:alice" in body
@@ -249,3 +254,33 @@ def test_a_token_console_asks_for_the_token(
         assert logged(process, r"INFO samsa\.console: ops \(token\) created topic 'by-token'")
     finally:
         process.stop()
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("LocalHost:8080", ("localhost", 8080)),
+        ("console.example", ("console.example", None)),
+        ("[::1]:8080", ("::1", 8080)),
+        ("[::1]", ("::1", None)),
+        ("::1", ("::1", None)),
+    ],
+)
+def test_host_names_are_parsed_with_their_port(text: str, parsed: tuple[str, int | None]) -> None:
+    assert parse_host(text) == parsed
+
+
+@pytest.mark.parametrize("text", ["", ":80", "a:b", "a:0", "a:70000", "[::1", "[::1]x", "a/b"])
+def test_a_host_that_is_not_one_is_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_host(text)
+
+
+def test_a_bad_allowed_host_is_a_usage_error() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "samsa", "console", "--bootstrap-server", "127.0.0.1:1",
+         "--allowed-host", "a/b"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert "--allowed-host" in run.stderr

@@ -164,7 +164,7 @@ class Guard(BaseHTTPMiddleware):
         if console.auth == "none":
             return None
         credentials = _basic_credentials(request.headers.get("authorization", ""))
-        if credentials is not None:
+        if credentials is not None and all(credentials):
             user, password = credentials
             if console.auth == "token":
                 if hmac.compare_digest(password.encode(), console.token.encode()):
