@@ -246,6 +246,8 @@ def test_a_token_console_asks_for_the_token(
     try:
         assert process.get("/groups")[0] == 401
         assert process.get("/groups", auth=("ops", "not-the-token"))[0] == 401
+        forged = ("ops\nINFO samsa.console: admin", "s3cret-console-token")
+        assert process.get("/groups", auth=forged)[0] == 401  # no line of its own in the log
         process.auth = ("ops", "s3cret-console-token")
         assert process.get("/groups")[0] == 200
         status, _ = process.post("/topics", {"name": "by-token", "partitions": "1"})

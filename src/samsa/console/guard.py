@@ -164,11 +164,11 @@ class Guard(BaseHTTPMiddleware):
         if console.auth == "none":
             return None
         credentials = _basic_credentials(request.headers.get("authorization", ""))
-        if credentials is not None and all(credentials):
+        if credentials is not None and all(credentials) and credentials[0].isprintable():
             user, password = credentials
             if console.auth == "token":
                 if hmac.compare_digest(password.encode(), console.token.encode()):
-                    request.state.principal = f"{user or 'token'} (token)"
+                    request.state.principal = f"{user} (token)"
                     return None
             else:
                 clients = await console.clients_for(user, password)
