@@ -17,6 +17,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import quote
 
 import pytest
 from selenium import webdriver
@@ -82,7 +83,11 @@ def cluster(broker: BrokerProcess) -> BrokerProcess:
 
 
 def _create_bulk_topics(broker: BrokerProcess) -> None:
-    with Admin({"bootstrap.servers": broker.bootstrap, "default.api.timeout.ms": 240_000}) as admin:
+    # One request, answered when all are created: on a loaded machine, after a while (a
+    # request timing out would be sent again and find the topics already there).
+    config = {"bootstrap.servers": broker.bootstrap, "default.api.timeout.ms": 240_000,
+              "request.timeout.ms": 240_000}  # fmt: skip
+    with Admin(config) as admin:
         topics = [NewTopic(f"bulk-{i:04d}", 1) for i in range(BULK_TOPICS)]
         admin.create_topics(topics, timeout_ms=240_000)
 
@@ -328,3 +333,21 @@ def test_a_change_posted_from_another_site_is_refused(console: ConsoleProcess) -
     )
     assert status == 403
     assert console.get(f"/topics/{TOPIC}")[0] == 200
+
+
+def test_a_form_of_another_site_cannot_delete_a_topic(
+    browser: WebDriver, console: ConsoleProcess, cluster: BrokerProcess
+) -> None:
+    """The attack itself: a page of no origin (a data: URL, as a sandboxed iframe is)
+    posts the delete form to the console through the operator's browser."""
+    page = (
+        f'<form id="f" method="post" action="{console.url}/topics/{TOPIC}/delete">'
+        f'<input name="confirm" value="{TOPIC}"><input name="csrf_token" value="guess">'
+        "</form><script>document.getElementById('f').submit()</script>"
+    )
+    browser.get("data:text/html," + quote(page))
+    WebDriverWait(browser, WAIT_S).until(
+        lambda driver: "own pages" in driver.find_element(By.TAG_NAME, "body").text
+    )
+    with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
+        assert TOPIC in admin.list_topics()

@@ -1,5 +1,6 @@
-"""The console's ASGI application: its routes, the read-only and same-origin guards on
-changes, and the pages shown when the cluster refuses or does not answer.
+"""The console's ASGI application: its routes, its guard (Host allow-list, login, and the
+read-only, same-origin and CSRF checks on changes: :mod:`samsa.console.guard`), and the
+pages shown when the cluster refuses or does not answer.
 
 ``create_app(settings)`` returns a Starlette app; its lifespan opens the console's
 clients on the server's loop and closes them at shutdown. Static files (CSS) and
@@ -11,18 +12,17 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from samsa.client.errors import ClientTimeoutError
 from samsa.console.group_pages import group_page, groups_list, reset_offsets
+from samsa.console.guard import Guard
 from samsa.console.message_pages import messages_page, produce
 from samsa.console.state import PACKAGE, Console, ConsoleSettings, render
 from samsa.console.topic_pages import (
@@ -44,26 +44,6 @@ NOT_FOUND_CODES = (
     ErrorCode.UNKNOWN_TOPIC_ID,
     ErrorCode.GROUP_ID_NOT_FOUND,
 )
-
-
-class ChangeGuard(BaseHTTPMiddleware):
-    """Refuses a change (any POST) in read-only mode, and one sent by a page of another
-    site (its Origin is not this console): the console has no login, so a form posted
-    from elsewhere must not act through an operator's browser."""
-
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        if request.method == "POST":
-            console: Console = request.app.state.console
-            if console.read_only:
-                return PlainTextResponse("the console is read-only (--read-only)", 403)
-            origin = request.headers.get("origin")
-            if (
-                origin
-                and origin != "null"
-                and urlsplit(origin).netloc != request.headers.get("host")
-            ):
-                return PlainTextResponse("a change must come from the console's own pages", 403)
-        return await call_next(request)
 
 
 async def _kafka_error(request: Request, exc: Exception) -> Response:
@@ -111,7 +91,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(ChangeGuard)],
+        middleware=[Middleware(Guard)],
         exception_handlers={KafkaError: _kafka_error, ClientTimeoutError: _timeout},
         lifespan=lifespan,
     )

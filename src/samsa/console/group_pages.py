@@ -21,7 +21,7 @@ from samsa.console.offsets import (
     total_lag,
 )
 from samsa.console.render import format_timestamp, paginate, parse_timestamp
-from samsa.console.state import console_of, int_param, redirect, render
+from samsa.console.state import audit, clients_of, console_of, int_param, redirect, render
 from samsa.errors import KafkaError
 from samsa.types import TopicPartition
 
@@ -30,7 +30,7 @@ __all__ = ["group_page", "groups_list", "reset_offsets"]
 
 async def groups_list(request: Request) -> Response:
     console = console_of(request)
-    admin = console.admin
+    admin = clients_of(request).admin
     query = request.query_params.get("q", "").strip()
     listings = await admin.list_groups()
     matching = [g for g in listings if query.lower() in g.group_id.lower()]
@@ -64,7 +64,7 @@ def _url(group_id: str) -> str:
 
 
 async def group_page(request: Request) -> Response:
-    admin = console_of(request).admin
+    admin = clients_of(request).admin
     group_id = request.path_params["group_id"]
     description = (await admin.describe_groups([group_id]))[group_id]
     lags = await group_lag(admin, description)
@@ -93,7 +93,7 @@ def _partitions(
 
 async def reset_offsets(request: Request) -> Response:
     """POST without ``confirm``: show the offsets a reset would commit; with it: commit."""
-    admin = console_of(request).admin
+    admin = clients_of(request).admin
     form = await request.form()
     group_id = str(form.get("group", ""))
     topic = str(form.get("topic", ""))
@@ -141,5 +141,8 @@ async def reset_offsets(request: Request) -> Response:
     try:
         await admin.alter_group_offsets(group_id, plan)
     except KafkaError as exc:
+        audit(request, "failed to reset the offsets of group %r: %s", group_id, exc)
         return redirect(back, error=f"cannot commit the new offsets: {exc}")
+    offsets = ", ".join(f"{tp.topic}-{tp.partition}={new}" for tp, new in sorted(plan.items()))
+    audit(request, "reset the offsets of group %r to %s: %s", group_id, target, offsets)
     return redirect(back, notice=f"Reset {len(plan)} partition(s) of group {group_id} to {target}.")

@@ -19,7 +19,7 @@ from samsa.console.render import (
     parse_timestamp,
     show_bytes,
 )
-from samsa.console.state import console_of, int_param, redirect, render
+from samsa.console.state import audit, clients_of, int_param, redirect, render
 from samsa.errors import SamsaError
 
 __all__ = ["messages_page", "produce"]
@@ -28,10 +28,10 @@ MAX_LIMIT = 500
 
 
 async def messages_page(request: Request) -> Response:
-    console = console_of(request)
+    clients = clients_of(request)
     name = request.path_params["topic"]
     params = request.query_params
-    topic = (await console.admin.describe_topics([name]))[name]
+    topic = (await clients.admin.describe_topics([name]))[name]
     count = len(topic.partitions)
     partition_text = params.get("partition", "all")
     partition = None if partition_text in ("", "all") else int_param(partition_text, 0, 0, count)
@@ -57,7 +57,7 @@ async def messages_page(request: Request) -> Response:
     )
     result = None
     if not error:
-        result = await browse(console.reader_properties, name, count, wanted)
+        result = await browse(clients.reader_properties, name, count, wanted)
     records = [
         {
             "record": r,
@@ -87,7 +87,7 @@ async def messages_page(request: Request) -> Response:
 
 
 async def produce(request: Request) -> Response:
-    console = console_of(request)
+    clients = clients_of(request)
     name = request.path_params["topic"]
     form = await request.form()
     back = f"/topics/{name}/messages"
@@ -101,7 +101,7 @@ async def produce(request: Request) -> Response:
     key_text = str(form.get("key", ""))
     partition_text = str(form.get("partition", "")).strip()
     try:
-        producer = await console.producer()
+        producer = await clients.producer()
         metadata = await producer.send_and_wait(
             name,
             str(form.get("value", "")).encode(),
@@ -110,7 +110,10 @@ async def produce(request: Request) -> Response:
             partition=int(partition_text) if partition_text.isdigit() else None,
         )
     except SamsaError as exc:
+        audit(request, "failed to produce a record to topic %r: %s", name, exc)
         return redirect(back, error=f"the record was not written: {exc}")
+    audit(request, "produced a record to topic %r partition %d at offset %d",
+          name, metadata.partition, metadata.offset)  # fmt: skip
     return redirect(
         back,
         notice=f"Produced a record to partition {metadata.partition} at offset {metadata.offset}.",

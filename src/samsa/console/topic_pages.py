@@ -24,7 +24,7 @@ from samsa.client.admin import (
     TopicDescription,
 )
 from samsa.console.render import key_value_lines, paginate
-from samsa.console.state import console_of, int_param, redirect, render
+from samsa.console.state import audit, clients_of, console_of, int_param, redirect, render
 from samsa.errors import KafkaError
 from samsa.types import TopicPartition
 
@@ -54,7 +54,7 @@ class PartitionRow(NamedTuple):
 
 async def overview(request: Request) -> Response:
     console = console_of(request)
-    admin = console.admin
+    admin = clients_of(request).admin
     cluster = await admin.describe_cluster()
     versions = await admin.describe_api_versions()
     topics = await admin.describe_topics()
@@ -82,7 +82,7 @@ async def _sizes(request: Request, names: Iterable[str]) -> dict[TopicPartition,
     """Each partition's size on disk: the largest of its replicas (the leader's, or a
     follower's that has not caught up with a deletion yet)."""
     sizes: dict[TopicPartition, int] = {}
-    described = await console_of(request).admin.describe_log_dirs(topics=list(names))
+    described = await clients_of(request).admin.describe_log_dirs(topics=list(names))
     for dirs in described.values():
         for log_dir in dirs:
             for tp, replica in log_dir.replicas.items():
@@ -95,7 +95,7 @@ async def _watermarks(
     request: Request, topics: Iterable[TopicDescription]
 ) -> dict[TopicPartition, tuple[int, int]]:
     """(log start, log end) of every partition of ``topics``."""
-    admin = console_of(request).admin
+    admin = clients_of(request).admin
     partitions = [TopicPartition(t.name, p.partition) for t in topics for p in t.partitions]
     if not partitions:
         return {}
@@ -106,7 +106,7 @@ async def _watermarks(
 
 async def topics_list(request: Request) -> Response:
     console = console_of(request)
-    admin = console.admin
+    admin = clients_of(request).admin
     query = request.query_params.get("q", "").strip()
     internal = request.query_params.get("internal") == "1"
     names = await admin.list_topics(include_internal=internal)
@@ -151,7 +151,7 @@ async def topics_list(request: Request) -> Response:
 
 
 async def topic_page(request: Request) -> Response:
-    admin = console_of(request).admin
+    admin = clients_of(request).admin
     name = request.path_params["topic"]
     topic = (await admin.describe_topics([name]))[name]
     marks = await _watermarks(request, [topic])
@@ -192,9 +192,12 @@ async def create_topic(request: Request) -> Response:
         configs,
     )
     try:
-        await console_of(request).admin.create_topics([topic])
+        await clients_of(request).admin.create_topics([topic])
     except KafkaError as exc:
+        audit(request, "failed to create topic %r: %s", name, exc)
         return redirect("/topics", error=f"cannot create topic {name!r}: {exc}")
+    audit(request, "created topic %r (%d partitions, replication factor %d, configs %s)",
+          name, topic.num_partitions, topic.replication_factor, configs)  # fmt: skip
     return redirect(f"/topics/{name}", notice=f"Created topic {name}.")
 
 
@@ -203,9 +206,11 @@ async def add_partitions(request: Request) -> Response:
     form = await request.form()
     count = int_param(str(form.get("count", "")), 0, 0, 100_000)
     try:
-        await console_of(request).admin.create_partitions({name: count})
+        await clients_of(request).admin.create_partitions({name: count})
     except KafkaError as exc:
+        audit(request, "failed to raise topic %r to %d partitions: %s", name, count, exc)
         return redirect(f"/topics/{name}", error=f"cannot raise the partition count: {exc}")
+    audit(request, "raised topic %r to %d partitions", name, count)
     return redirect(f"/topics/{name}", notice=f"Topic {name} now has {count} partitions.")
 
 
@@ -213,14 +218,16 @@ async def delete_topic(request: Request) -> Response:
     """GET: ask for confirmation; POST with ``confirm``: delete."""
     name = request.path_params["topic"]
     if request.method == "GET":
-        topic = (await console_of(request).admin.describe_topics([name]))[name]
+        topic = (await clients_of(request).admin.describe_topics([name]))[name]
         return render(request, "delete_topic.html", topic=topic)
     form = await request.form()
     if form.get("confirm") != name:
         return redirect(f"/topics/{name}/delete",
                         error="type the topic's name to confirm its deletion")  # fmt: skip
     try:
-        await console_of(request).admin.delete_topics([name])
+        await clients_of(request).admin.delete_topics([name])
     except KafkaError as exc:
+        audit(request, "failed to delete topic %r: %s", name, exc)
         return redirect(f"/topics/{name}", error=f"cannot delete topic {name!r}: {exc}")
+    audit(request, "deleted topic %r", name)
     return redirect("/topics", notice=f"Deleted topic {name}.")
