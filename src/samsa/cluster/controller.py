@@ -245,6 +245,10 @@ class Controller(ControllerAdmin):
         await self._read_brokers(context)
         for topic in await self._read_topic_names():
             await self._read_topic(context, topic)
+        # A leader listing the partition as lost may have been elected so (unclean) or be
+        # named from before it lost it: which, a new controller cannot tell; deposed, the
+        # first is an unclean election to run again, while the second would lead nothing.
+        await self._depose_lost_leaders(context, set(context.live_brokers))
         await self._bring_online(context, context.partitions())
         await self._on_deletions(context)
         self.admin.reassignments.clear()
