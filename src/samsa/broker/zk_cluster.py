@@ -236,7 +236,7 @@ class ZkCluster:
         if self.new_data_dirs and hosted:
             log.error(
                 "data director%s %s %s new (this start wrote %s meta.properties), but "
-                "ZooKeeper places %d replicas on broker %d: their logs are not here. If the "
+                "ZooKeeper places %d replica%s on broker %d: not here. If the "
                 "directory was wiped or replaced by mistake, stop this broker and restore it; "
                 "otherwise its replicas are copied again from the other brokers",
                 "y" if len(self.new_data_dirs) == 1 else "ies",
@@ -244,6 +244,7 @@ class ZkCluster:
                 "is" if len(self.new_data_dirs) == 1 else "are",
                 "its" if len(self.new_data_dirs) == 1 else "their",
                 hosted,
+                "" if hosted == 1 else "s",
                 self.node_id,
             )
         if self.lost_replicas:
