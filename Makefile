@@ -103,9 +103,10 @@ run: $(STAMP)
 console: $(STAMP)
 	$(BIN)/samsa console --bootstrap-server 127.0.0.1:9092 --port 8080
 
-# ZooKeeper and three brokers on 127.0.0.1:9092-9094, data in ./data/broker-N; Ctrl-C stops all.
+# ZooKeeper and three brokers on 127.0.0.1:9092-9094, data in ./data-cluster/broker-N (apart
+# from `make run`'s ./data: one broker's data dir must never hold another's); Ctrl-C stops all.
 cluster: $(STAMP) $(ZK)
-	$(BIN)/python -m samsa.testing.run_cluster --brokers 3 --port 9092 --data ./data
+	$(BIN)/python -m samsa.testing.run_cluster --brokers 3 --port 9092 --data ./data-cluster
 
 # A fault-injection run: workloads on three brokers while a nemesis kills, pauses,
 # restarts and cuts them off (docs/fault-injection.md); prints the checker's table.

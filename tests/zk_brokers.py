@@ -18,24 +18,32 @@ from samsa.types import TopicPartition
 class Broker:
     """A broker's session, registration and controller."""
 
-    def __init__(self, connect: str, broker_id: int, unclean: bool = False) -> None:
+    def __init__(
+        self,
+        connect: str,
+        broker_id: int,
+        unclean: bool = False,
+        lost: frozenset[TopicPartition] = frozenset(),
+    ) -> None:
         self.connect = connect
         self.broker_id = broker_id
         self.unclean = unclean
+        self.lost = lost
+        """Partitions it registers as lost (it came back without their logs)."""
 
     async def start(self) -> Broker:
         self.client = ZkClient(self.connect, session_timeout_ms=6000)
         await self.client.start()
         self.zk = KafkaZk(self.client)
         await self.zk.create_top_level_paths()
-        await self.zk.register_broker(
-            BrokerRegistration(
-                self.broker_id, (Endpoint("PLAINTEXT", "127.0.0.1", 9090 + self.broker_id),)
-            )
-        )
+        await self.zk.register_broker(self.registration())
         self.controller = Controller(self.zk, self.broker_id, unclean_leader_election=self.unclean)
         self.controller.start()
         return self
+
+    def registration(self) -> BrokerRegistration:
+        endpoint = Endpoint("PLAINTEXT", "127.0.0.1", 9090 + self.broker_id)
+        return BrokerRegistration(self.broker_id, (endpoint,), lost_replicas=self.lost)
 
     async def die(self) -> None:
         await self.controller.stop()

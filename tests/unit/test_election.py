@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from samsa.cluster.election import (
     elect_offline_leader,
+    elect_unclean_leader,
     initial_state,
     move_leadership_away,
     remove_replica_from_isr,
@@ -94,3 +95,30 @@ def test_a_stopping_follower_leaves_the_isr() -> None:
     after = remove_replica_from_isr(REPLICAS, state(1, (1, 2, 3)), 3, {1, 2}, EPOCH,
                                     controlled=True)  # fmt: skip
     assert after == LeaderAndIsr(1, 5, (1, 2), EPOCH, zk_version=11)
+
+
+def test_a_last_isr_member_back_without_its_log_does_not_lead_and_the_partition_stays_offline() -> (
+    None
+):
+    offline = state(NO_LEADER, (1,))
+    assert elect_offline_leader(REPLICAS, offline, {1, 2, 3}, EPOCH, lost={1}) is None
+    # Named leader by a state from before it lost its log: deposed, ISR kept.
+    stale = state(1, (1,))
+    after = elect_offline_leader(REPLICAS, stale, {1, 2, 3}, EPOCH, lost={1})
+    assert after == LeaderAndIsr(NO_LEADER, 5, (1,), EPOCH, zk_version=11)
+
+
+def test_an_isr_member_back_without_its_log_leaves_the_isr_and_another_member_leads() -> None:
+    after = elect_offline_leader(REPLICAS, state(1, (1, 2)), {1, 2, 3}, EPOCH, lost={1})
+    assert after == LeaderAndIsr(2, 5, (2,), EPOCH, zk_version=11)
+
+
+def test_an_unclean_election_prefers_a_replica_that_kept_its_log() -> None:
+    offline = state(NO_LEADER, (1,))
+    after = elect_offline_leader(REPLICAS, offline, {1, 2, 3}, EPOCH, unclean=True, lost={1})
+    assert after == LeaderAndIsr(2, 5, (2,), EPOCH, zk_version=11)
+    by_request = elect_unclean_leader(REPLICAS, offline, {1, 2, 3}, EPOCH, lost={1})
+    assert by_request == LeaderAndIsr(2, 5, (2,), EPOCH, zk_version=11)
+    # Every live replica lost it: the operator's choice takes one of them.
+    alone = elect_offline_leader(REPLICAS, offline, {1, 3}, EPOCH, unclean=True, lost={1, 3})
+    assert alone == LeaderAndIsr(1, 5, (1,), EPOCH, zk_version=11)

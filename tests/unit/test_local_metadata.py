@@ -77,3 +77,18 @@ def test_a_topic_is_found_by_its_id_after_a_restart_and_a_change_and_not_after_d
     recreated = store.create_topic("orders", 1)
     assert store.by_id(topic_id) is None
     assert store.by_id(recreated.topic_id) == recreated
+
+
+def test_another_brokers_data_dir_inside_the_data_dir_is_no_partition_and_no_missing_table(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    nested = data / "broker-1"  # reads as partition 1 of a topic "broker"
+    (nested / "keep-0").mkdir(parents=True)
+    (nested / "meta.properties").write_text("version=1\ncluster.id=other\nnode.id=1\n")
+
+    store = _store(data)
+
+    assert store.topics() == {}
+    assert (nested / "meta.properties").read_text().startswith("version=1")
+    assert store.new_dirs == [data.resolve()]

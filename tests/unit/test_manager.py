@@ -294,3 +294,21 @@ def test_a_log_that_cannot_be_created_leaves_no_directory_and_no_log(tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("t-")) == ["t-2"]
     assert manager.all_logs() == {}
     manager.close()
+
+
+def test_another_brokers_data_dir_inside_a_data_dir_is_not_loaded_nor_moved(
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    nested = tmp_path / "broker-1"  # reads as partition 1 of a topic "broker"
+    (nested / "keep-0").mkdir(parents=True)
+    (nested / "meta.properties").write_text("version=1\ncluster.id=other\nnode.id=1\n")
+    manager = LogManager([tmp_path], clock=clock)
+
+    with caplog.at_level("WARNING", logger="samsa.storage.manager"):
+        manager.startup()
+    manager.close()
+
+    assert manager.all_logs() == {}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["broker-1"]
+    assert (nested / "keep-0").is_dir()
+    assert any("broker-1 holds meta.properties" in r.getMessage() for r in caplog.records)

@@ -146,3 +146,17 @@ def test_no_bytes_make_a_decoder_raise_anything_but_zk_data_error(data: bytes) -
     ):
         with contextlib.suppress(ZkDataError):
             decode(data)
+
+
+def test_a_broker_registration_reads_back_with_the_replicas_it_lost() -> None:
+    registration = BrokerRegistration(
+        2,
+        (Endpoint("PLAINTEXT", "127.0.0.1", 9093),),
+        lost_replicas=frozenset({TopicPartition("keep", 0), TopicPartition("keep", 3), TP}),
+    )
+    encoded = zk_data.encode_broker(registration)
+    assert json.loads(encoded)["lost_replicas"] == {"keep": [0, 3], "orders": [2]}
+    assert zk_data.decode_broker(2, encoded) == registration
+    assert "lost_replicas" not in json.loads(
+        zk_data.encode_broker(BrokerRegistration(2, registration.endpoints))
+    )

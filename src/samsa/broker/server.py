@@ -342,6 +342,7 @@ class Broker:
         await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)
         if self.cluster is not None:
             # Leadership comes from ZooKeeper: leaders load their coordinators' state.
+            self.cluster.new_data_dirs = list(self.metadata_store.new_dirs)
             await self.cluster.start()
             for tp in self.cluster.unknown_logs():
                 # Deleted or moved away while this broker was down: kept aside, not deleted.

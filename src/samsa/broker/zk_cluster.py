@@ -17,7 +17,16 @@ others, as Kafka's ZooKeeper-mode ``KafkaServer`` had it:
   on the version it read (a lost race is read again, never overwritten), and
   the periodic check that drops lagging followers from the ISRs;
 - producer id blocks taken from ``/latest_producer_id_block``
-  (:class:`ZkProducerIds`).
+  (:class:`ZkProducerIds`);
+- before it registers, the replicas it lost: partitions whose ISR in ZooKeeper
+  names it while its data directories hold no log of them (wiped, replaced,
+  moved aside while it was down). It logs them at ERROR (and, loudly, a data
+  directory new to this start while ZooKeeper places replicas here), lists
+  them in its registration so that the controller neither elects it nor keeps
+  it in their ISRs, and leads none of them on a state written before it came
+  back. The claim ends once the partition's ISR no longer names it (it catches
+  up as any follower) or an election made knowing it (an unclean one) names it
+  leader.
 
 A lost session (expired while the broker was cut off or paused) takes the
 registration, the watches and the controllership with it: once a new session
@@ -31,6 +40,8 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
 
 from samsa.broker.api import request_listener
 from samsa.broker.config import BrokerConfig, Listener
@@ -41,7 +52,7 @@ from samsa.cluster.controller import Controller
 from samsa.cluster.controller_admin import LeaderRebalance
 from samsa.cluster.kafka_zk import KafkaZk
 from samsa.cluster.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
-from samsa.cluster.zk_data import BrokerRegistration, LeaderAndIsr
+from samsa.cluster.zk_data import NO_LEADER, BrokerRegistration, LeaderAndIsr
 from samsa.cluster.zk_data import Endpoint as ZkEndpoint
 from samsa.cluster.zk_metadata import ZkMetadataCache
 from samsa.errors import ConfigError, CoordinatorLoadInProgressError
@@ -141,6 +152,11 @@ class ZkCluster:
         self._isr_check: asyncio.Task[None] | None = None
         self._session_lost = False
         self._leaving = False
+        self.new_data_dirs: list[Path] = []
+        """Data directories whose meta.properties this start wrote (the broker sets it)."""
+        self.lost_replicas: dict[TopicPartition, int] = {}
+        """Partitions whose ISR named this broker, with no log here, when it started: each
+        with the leader epoch it read then (a state no newer is from before the loss)."""
 
     def attach(self, replica_manager: ReplicaManager) -> None:
         """Drive ``replica_manager``: leadership from the cache, fetchers, ISR writes."""
@@ -191,11 +207,85 @@ class ZkCluster:
     async def start(self) -> None:
         """Register, join the controller election and take this broker's partitions."""
         await self.producer_ids.start()
+        await self._find_lost_replicas()
         await self._register()
         self.client.add_state_listener(self._on_session_state)
         self.controller.start()
         await self.cache.start()
         self._isr_check = asyncio.get_running_loop().create_task(self._check_isrs())
+
+    async def _find_lost_replicas(self) -> None:
+        """Compare the replicas ZooKeeper places here with the logs on disk (loaded by now):
+        partitions whose ISR names this broker and whose log is missing are lost."""
+        held = self.replica_manager.log_manager.all_logs()
+        hosted = 0
+        for topic in await self.zk.get_topics():
+            assignment = await self.zk.get_topic(topic)
+            if assignment is None:
+                continue
+            for partition, replicas in assignment.partitions.items():
+                if self.node_id not in replicas:
+                    continue
+                hosted += 1
+                tp = TopicPartition(topic, partition)
+                if tp in held:
+                    continue
+                state = await self.zk.get_partition_state(tp)
+                if state is not None and self.node_id in state.isr:
+                    self.lost_replicas[tp] = state.leader_epoch
+        if self.new_data_dirs and hosted:
+            log.error(
+                "data director%s %s %s new (this start wrote %s meta.properties), but "
+                "ZooKeeper places %d replica%s on broker %d: not here. If the "
+                "directory was wiped or replaced by mistake, stop this broker and restore it; "
+                "otherwise its replicas are copied again from the other brokers",
+                "y" if len(self.new_data_dirs) == 1 else "ies",
+                ", ".join(map(str, self.new_data_dirs)),
+                "is" if len(self.new_data_dirs) == 1 else "are",
+                "its" if len(self.new_data_dirs) == 1 else "their",
+                hosted,
+                "" if hosted == 1 else "s",
+                self.node_id,
+            )
+        if self.lost_replicas:
+            names = sorted(map(str, self.lost_replicas))
+            shown = ", ".join(names[:10]) + (", …" if len(names) > 10 else "")
+            log.error(
+                "broker %d is in the ISR of %d partition%s whose log%s not in its data "
+                "directories (%s): it will lead none of them and leaves their ISRs; one "
+                "with no other in-sync replica stays offline until its data is restored or "
+                "an unclean election is run",
+                self.node_id, len(names), "" if len(names) == 1 else "s",
+                " is" if len(names) == 1 else "s are", shown,
+            )  # fmt: skip
+
+    def _checked_state(self, tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr:
+        """``state`` of a partition whose log this broker lost, as it acts on it: never
+        leader on a state from before the loss; the claim ends once the ISR no longer
+        names this broker, or a newer election (made knowing it) names it leader."""
+        before = self.lost_replicas[tp]
+        if self.node_id in state.isr and state.leader != self.node_id:
+            return state
+        if self.node_id in state.isr and state.leader_epoch <= before:
+            log.error(
+                "%s: ZooKeeper names broker %d leader (epoch %d) from before its log was "
+                "lost: not leading it from an empty log",
+                tp, self.node_id, state.leader_epoch,
+            )  # fmt: skip
+            return replace(state, leader=NO_LEADER)
+        del self.lost_replicas[tp]
+        if state.leader == self.node_id:
+            log.warning("%s: elected leader without its old log (an unclean election): "
+                        "the records it lacks are lost", tp)  # fmt: skip
+        else:
+            log.info("%s: out of the ISR: its log is copied again from the leader", tp)
+        self._spawn(self._update_registration())
+        return state
+
+    async def _update_registration(self) -> None:
+        # Without a session, registering again writes the claims as they are then.
+        with contextlib.suppress(NoNodeError):
+            await self.zk.update_broker(self._registration())
 
     def unknown_logs(self) -> list[TopicPartition]:
         """Logs on disk that ZooKeeper does not place here: of topics deleted, or of
@@ -225,7 +315,9 @@ class ZkCluster:
             ZkEndpoint(listener.name, listener.host, listener.port, listener.protocol)
             for listener in self._advertised()
         )
-        return BrokerRegistration(self.node_id, endpoints, self.config["broker.rack"])
+        return BrokerRegistration(
+            self.node_id, endpoints, self.config["broker.rack"], frozenset(self.lost_replicas)
+        )
 
     async def _register(self) -> None:
         loop = asyncio.get_running_loop()
@@ -326,6 +418,8 @@ class ZkCluster:
         state: LeaderAndIsr,
         topic_id: uuid.UUID,
     ) -> None:
+        if tp in self.lost_replicas:
+            state = self._checked_state(tp, state)
         self.replica_manager.apply_leadership(
             tp,
             LeaderAndIsrState(
@@ -337,6 +431,11 @@ class ZkCluster:
         """Stop serving the topic and remove its logs here, served or not; every group this
         broker coordinates forgets its offsets."""
         info = self.cache.get(topic)  # still there while the listener runs
+        gone = [tp for tp in self.lost_replicas if tp.topic == topic]
+        for tp in gone:
+            del self.lost_replicas[tp]
+        if gone:
+            self._spawn(self._update_registration())
         rm = self.replica_manager
         rm.remove_topic(topic)
         log_manager = rm.log_manager

@@ -17,7 +17,11 @@ sets the next watch in the same read, so no change between two reads is missed.
 
 Brokers learn what the controller decided from ZooKeeper itself: they watch
 the partition-state znodes of the topics they hold (``cluster/zk_metadata``) —
-no controller-to-broker requests. ISR changes while a leader lives are the
+no controller-to-broker requests. A broker that came back without the log of a
+partition whose ISR names it says so in its registration (``lost_replicas``,
+watched): it is then no candidate to lead that partition and leaves its ISR;
+a partition left with no other ISR member stays offline, logged at ERROR with
+the operator's choices (see :mod:`samsa.cluster.election`). ISR changes while a leader lives are the
 leader's own conditional writes of the same znodes; a write that loses a race
 (a stale ``zk_version``) is read again and recomputed, on either side.
 """
@@ -77,6 +81,17 @@ class ControllerContext:
     def replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return self.topics[tp.topic].partitions.get(tp.partition, ())
 
+    def lost(self, tp: TopicPartition) -> frozenset[int]:
+        """Live brokers that came back without ``tp``'s log, but its leader: a broker
+        leading it with its log lost was elected knowing it (an unclean election)."""
+        state = self.states.get(tp)
+        leader = zk_data.NO_LEADER if state is None else state.leader
+        return frozenset(
+            broker
+            for broker, registration in self.live_brokers.items()
+            if tp in registration.lost_replicas and broker != leader
+        )
+
     def partitions(self, topics: Iterable[str] | None = None) -> list[TopicPartition]:
         names = self.topics if topics is None else [t for t in topics if t in self.topics]
         return [
@@ -107,6 +122,10 @@ class Controller(ControllerAdmin):
         self._rebalancer: asyncio.Task[None] | None = None
         """Called after each event the active controller processed (tests, metrics)."""
         self.context: ControllerContext | None = None
+        self._watched_registrations: set[int] = set()
+        """Brokers whose registration a watch of this controller waits on (one each)."""
+        self._reported_lost: dict[TopicPartition, tuple[int, ...]] = {}
+        """Offline partitions whose live ISR members lost their logs, as last logged."""
         self._events: EventQueue[tuple[Event, str]] = EventQueue(
             f"controller-{broker_id}", self._process_one
         )
@@ -226,6 +245,10 @@ class Controller(ControllerAdmin):
         await self._read_brokers(context)
         for topic in await self._read_topic_names():
             await self._read_topic(context, topic)
+        # A leader listing the partition as lost may have been elected so (unclean) or be
+        # named from before it lost it: which, a new controller cannot tell; deposed, the
+        # first is an unclean election to run again, while the second would lead nothing.
+        await self._depose_lost_leaders(context, set(context.live_brokers))
         await self._bring_online(context, context.partitions())
         await self._on_deletions(context)
         self.admin.reassignments.clear()
@@ -245,7 +268,7 @@ class Controller(ControllerAdmin):
         leaving = await self.zk.get_shutting_down(
             watch=lambda: self._enqueue(Event.BROKERS_CHANGED)
         )
-        registered = await self.zk.get_brokers()
+        registered = await self.zk.get_brokers(watch=self._registration_watch)
         live_before = set(context.live_brokers)
         registered_before = live_before | context.shutting_down
         context.live_brokers = {b: r for b, r in registered.items() if b not in leaving}
@@ -256,8 +279,27 @@ class Controller(ControllerAdmin):
             set(context.shutting_down & live_before),
         )
 
+    def _registration_watch(self, broker_id: int) -> Callable[[], None] | None:
+        """A watch on ``broker_id``'s registration (its lost replicas change while it
+        lives), unless one is set already: one per registration, not one per read."""
+        if broker_id in self._watched_registrations:
+            return None
+        self._watched_registrations.add(broker_id)
+
+        def changed() -> None:
+            self._watched_registrations.discard(broker_id)
+            self._enqueue(Event.BROKERS_CHANGED)
+
+        return changed
+
     async def _on_brokers_changed(self, context: ControllerContext) -> None:
+        before = {b: r.lost_replicas for b, r in context.live_brokers.items()}
         added, removed, stopping = await self._read_brokers(context)
+        lost_changed = {
+            broker
+            for broker, registration in context.live_brokers.items()
+            if registration.lost_replicas != before.get(broker, frozenset())
+        }
         if added or removed or stopping:
             log.info(
                 "brokers changed: live %s (added %s, gone %s, shutting down %s)",
@@ -276,8 +318,33 @@ class Controller(ControllerAdmin):
         for broker in sorted(removed):
             leave = functools.partial(self._leave_isr, context, broker=broker, live=live)
             await _each(partitions, leave)
-        if added:
+        await self._depose_lost_leaders(context, lost_changed)
+        if added or lost_changed:
             await self._bring_online(context, context.partitions())
+
+    async def _depose_lost_leaders(self, context: ControllerContext, brokers: set[int]) -> None:
+        """A broker that registered again without the log of a partition ZooKeeper still
+        names it leader of (it came back before this controller saw it go) leads it no
+        more: the partition gets another leader from its ISR, or goes offline."""
+        live = set(context.live_brokers)
+        for broker in sorted(brokers):
+            lost = context.live_brokers[broker].lost_replicas
+            for tp in sorted(lost):
+                state = context.states.get(tp)
+                if state is None or state.leader != broker or tp.topic not in context.topics:
+                    continue
+                await self._change_state(
+                    context,
+                    tp,
+                    functools.partial(
+                        election.elect_offline_leader,
+                        context.replicas(tp),
+                        live=live,
+                        controller_epoch=context.epoch.epoch,
+                        unclean=context.unclean.get(tp.topic, self.unclean_default),
+                        lost=context.lost(tp) | {broker},
+                    ),
+                )
 
     async def _leave_isr(
         self,
@@ -309,6 +376,7 @@ class Controller(ControllerAdmin):
                 controller_epoch=context.epoch.epoch,
                 unclean=context.unclean.get(tp.topic, self.unclean_default),
                 controlled=controlled,
+                lost=context.lost(tp),
             ),
         )
 
@@ -393,10 +461,38 @@ class Controller(ControllerAdmin):
                     stopping=stopping,
                     controller_epoch=context.epoch.epoch,
                     unclean=context.unclean.get(tp.topic, self.unclean_default),
+                    lost=context.lost(tp),
                 ),
             )
+            self._report_lost(context, tp)
 
         await _each(partitions, online)
+
+    def _report_lost(self, context: ControllerContext, tp: TopicPartition) -> None:
+        """Log at ERROR, once, a partition kept offline because the live members of its
+        ISR came back without its log: only the operator can choose what happens."""
+        state = context.states.get(tp)
+        stranded: tuple[int, ...] = ()
+        if state is not None and state.leader == zk_data.NO_LEADER:
+            stranded = tuple(b for b in state.isr if b in context.lost(tp))
+        if not stranded:
+            self._reported_lost.pop(tp, None)
+            return
+        if self._reported_lost.get(tp) == stranded:
+            return
+        self._reported_lost[tp] = stranded
+        brokers = ", ".join(map(str, stranded))
+        log.error(
+            "%s stays offline: its last in-sync replica%s (broker %s) came back without its "
+            "log, and leading from an empty log would make every other replica truncate the "
+            "acknowledged records. Restore the data directory of broker %s and restart it, "
+            "or accept losing records with an unclean election: set "
+            "unclean.leader.election.enable=true on topic %s, or run samsa leader-election "
+            "--election-type unclean --topic %s --partition %d (a replica that kept its log "
+            "is preferred)",
+            tp, "s" if len(stranded) > 1 else "", brokers, brokers, tp.topic, tp.topic,
+            tp.partition,
+        )  # fmt: skip
 
     async def _create_state(
         self,
@@ -474,18 +570,20 @@ def _elect_or_shrink(
     *,
     stopping: Collection[int],
     unclean: bool,
+    lost: Collection[int] = (),
 ) -> LeaderAndIsr | None:
     """A new leader if the partition's is offline or stopping (``stopping``: brokers in a
     controlled shutdown, which keep a partition no live ISR member can take), else its
-    ISR without offline or stopping brokers."""
+    ISR without offline or stopping brokers, nor brokers that lost its log (``lost``)."""
+    eligible = {broker for broker in live if broker not in lost}
     if current.leader in stopping:
-        return election.move_leadership_away(replicas, current, live, controller_epoch)
+        return election.move_leadership_away(replicas, current, eligible, controller_epoch)
     elected = election.elect_offline_leader(
-        replicas, current, live, controller_epoch, unclean=unclean
+        replicas, current, live, controller_epoch, unclean=unclean, lost=lost
     )
     if elected is not None or current.leader not in live:
         return elected
-    return election.drop_offline_from_isr(current, live, controller_epoch)
+    return election.drop_offline_from_isr(current, eligible, controller_epoch)
 
 
 _WRITES_AT_ONCE = 32

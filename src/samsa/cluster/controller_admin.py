@@ -134,7 +134,6 @@ class ControllerAdmin:
     async def _elect_each(
         self, context: ControllerContext, partitions: list[TopicPartition] | None, unclean: bool
     ) -> Results:
-        strategy = election.elect_unclean_leader if unclean else election.elect_preferred_leader
         outcome: Results = {}
         live = set(context.live_brokers)
         for tp in context.partitions() if partitions is None else partitions:
@@ -144,9 +143,20 @@ class ControllerAdmin:
             if tp not in context.states:
                 outcome[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{tp} does not exist")
                 continue
-            decide = functools.partial(
-                strategy, context.replicas(tp), live=live, controller_epoch=context.epoch.epoch
-            )
+            # A broker that came back without the partition's log is a candidate of an
+            # unclean election only, and only when no replica kept its log.
+            lost = context.lost(tp)
+            decide = (
+                functools.partial(
+                    election.elect_unclean_leader, context.replicas(tp), live=live,
+                    controller_epoch=context.epoch.epoch, lost=lost,
+                )
+                if unclean
+                else functools.partial(
+                    election.elect_preferred_leader, context.replicas(tp), live=live - lost,
+                    controller_epoch=context.epoch.epoch,
+                )
+            )  # fmt: skip
             try:
                 await self._change_state(context, tp, decide)
             except election.ElectionRefused as refused:

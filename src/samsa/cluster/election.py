@@ -19,6 +19,17 @@ Kafka's rules (``PartitionLeaderElectionAlgorithms`` and the controller's
   assignment order, never outside the ISR; a partition with none stays led by
   it until it stops. Where it follows, it leaves the ISR.
 
+- **a replica that came back without its log** (its broker registered listing
+  the partition as lost: it was in the ISR, and its data directory no longer
+  holds the partition — wiped, replaced, moved) is not a candidate and leaves
+  the ISR, as Kafka 4's eligible leader replicas (KIP-966) keep a broker that
+  lost its data out of the leadership: it would lead from an empty log and
+  its followers would truncate every acknowledged record to match. When it
+  was the last ISR member, the partition stays offline (its ISR kept as it
+  was) until the operator chooses: an unclean election (which prefers a live
+  replica that did not lose its log) or restoring the data. Passed as
+  ``lost``: brokers among ``live`` that lost this partition's log.
+
 Each new leader or ISR bumps ``leader_epoch`` (a new ISR with the same leader
 does too, as Kafka's ZooKeeper-era controller did), so replicas and clients
 can tell old state from new.
@@ -48,19 +59,25 @@ def elect_offline_leader(
     controller_epoch: int,
     *,
     unclean: bool = False,
+    lost: Collection[int] = (),
 ) -> LeaderAndIsr | None:
-    """A new leader for a partition whose leader is gone; None when nothing changes.
+    """A new leader for a partition whose leader is gone (or lost its log); None when
+    nothing changes.
 
     The result has the next leader epoch and the znode version of ``current``
     (the write is conditional on it).
     """
-    if current.leader in live:
+    eligible = [broker for broker in live if broker not in lost]
+    if current.leader in eligible:
         return None  # its leader lives: nothing to elect
-    live_isr = tuple(broker for broker in current.isr if broker in live)
+    live_isr = tuple(broker for broker in current.isr if broker in eligible)
     leader = next((broker for broker in replicas if broker in live_isr), None)
     isr: tuple[int, ...] = live_isr
     if leader is None and unclean:
-        leader = next((broker for broker in replicas if broker in live), None)
+        # Records the ISR had are lost; fewer with a replica that kept its log.
+        leader = next((broker for broker in replicas if broker in eligible), None)
+        if leader is None:
+            leader = next((broker for broker in replicas if broker in live), None)
         isr = () if leader is None else (leader,)
     if leader is None:
         if current.leader == NO_LEADER:
@@ -82,6 +99,7 @@ def remove_replica_from_isr(
     *,
     unclean: bool = False,
     controlled: bool = False,
+    lost: Collection[int] = (),
 ) -> LeaderAndIsr | None:
     """The state after ``broker`` went offline; None when it changes nothing.
 
@@ -96,7 +114,12 @@ def remove_replica_from_isr(
         return move_leadership_away(replicas, current, live, controller_epoch)
     if broker == current.leader:
         return elect_offline_leader(
-            replicas, current, [b for b in live if b != broker], controller_epoch, unclean=unclean
+            replicas,
+            current,
+            [b for b in live if b != broker],
+            controller_epoch,
+            unclean=unclean,
+            lost=lost,
         )
     isr = tuple(member for member in current.isr if member != broker)
     if not isr:
@@ -162,13 +185,21 @@ def elect_preferred_leader(
 
 
 def elect_unclean_leader(
-    replicas: Sequence[int], current: LeaderAndIsr, live: Collection[int], controller_epoch: int
+    replicas: Sequence[int],
+    current: LeaderAndIsr,
+    live: Collection[int],
+    controller_epoch: int,
+    *,
+    lost: Collection[int] = (),
 ) -> LeaderAndIsr:
     """A leader for an offline partition, taken outside the ISR if no ISR member is alive
-    (records the ISR had and it lacks are lost: an operator's choice, ElectLeaders UNCLEAN)."""
-    if current.leader in live:
+    with its log (records the ISR had and it lacks are lost: an operator's choice,
+    ElectLeaders UNCLEAN)."""
+    if current.leader in live and current.leader not in lost:
         raise ElectionRefused(ErrorCode.ELECTION_NOT_NEEDED, f"broker {current.leader} leads")
-    elected = elect_offline_leader(replicas, current, live, controller_epoch, unclean=True)
+    elected = elect_offline_leader(
+        replicas, current, live, controller_epoch, unclean=True, lost=lost
+    )
     if elected is None or elected.leader == NO_LEADER:
         raise ElectionRefused(
             ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,

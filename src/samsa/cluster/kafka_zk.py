@@ -109,6 +109,12 @@ class KafkaZk:
             makepath=True,
         )
 
+    async def update_broker(self, registration: BrokerRegistration) -> None:
+        """Rewrite this broker's registration (its lost replicas changed)."""
+        await self.client.set(
+            zk_data.broker_path(registration.broker_id), zk_data.encode_broker(registration)
+        )
+
     async def get_broker_ids(self, watch: Watch = None) -> list[int]:
         children = await self.client.get_children(zk_data.BROKER_IDS, watch=watch)
         return sorted(int(child) for child in children if child.isdigit())
@@ -131,12 +137,18 @@ class KafkaZk:
             children = await self.client.get_children(zk_data.CONTROLLED_SHUTDOWN, watch=watch)
         return frozenset(int(child) for child in children if child.isdigit())
 
-    async def get_brokers(self) -> dict[int, BrokerRegistration]:
-        """Every live broker's registration (one that cannot be read is skipped, logged)."""
+    async def get_brokers(
+        self, watch: Callable[[int], Watch] | None = None
+    ) -> dict[int, BrokerRegistration]:
+        """Every live broker's registration (one that cannot be read is skipped, logged);
+        ``watch(broker_id)``, when given, is the watch set on each registration read."""
         brokers: dict[int, BrokerRegistration] = {}
         for broker_id in await self.get_broker_ids():
-            found = await self.client.get_or_none(zk_data.broker_path(broker_id))
-            if found is None:
+            try:
+                found = await self.client.get(
+                    zk_data.broker_path(broker_id), None if watch is None else watch(broker_id)
+                )
+            except NoNodeError:
                 continue  # gone between the listing and the read
             try:
                 brokers[broker_id] = zk_data.decode_broker(broker_id, found[0])

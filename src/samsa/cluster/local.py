@@ -17,9 +17,11 @@ overrides cannot — a compacted topic brought back with the default
 ``cleanup.policy=delete`` would lose its records to retention a week later —
 nor can the partitions that were never written. An operator restores the file
 (or adds the directory holding it back to ``log.dirs``) or moves the partition
-directories away. Partitions the table does not name, when there is a table,
-are moved aside (``-stray``, see :mod:`samsa.storage.manager`); nothing is
-deleted for lack of metadata.
+directories away. A directory holding ``meta.properties`` is another broker's
+data directory, never a partition: it neither stops start-up nor is moved.
+Partitions the table does not name, when there is a table, are moved aside
+(``-stray``, see :mod:`samsa.storage.manager`); nothing is deleted for lack of
+metadata.
 """
 
 from __future__ import annotations
@@ -41,10 +43,14 @@ from samsa.errors import (
     UnknownTopicOrPartitionError,
 )
 from samsa.storage.checkpoint import write_atomically
-from samsa.storage.manager import DELETE_DIR_SUFFIX, parse_log_dir_name
+from samsa.storage.manager import (
+    DELETE_DIR_SUFFIX,
+    META_PROPERTIES,
+    is_data_dir,
+    parse_log_dir_name,
+)
 
 TOPICS_FILE = "samsa-topics.json"
-META_PROPERTIES = "meta.properties"
 MAX_TOPIC_NAME = 249
 PRODUCER_ID_BLOCK = 1000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -89,6 +95,9 @@ class LocalMetadataStore:
         self.cluster_id = cluster_id
         self._next_producer_id = 0
         self._producer_id_block_end = 0
+        self.new_dirs: list[Path] = []
+        """Data directories whose meta.properties this start wrote: new, or emptied (a
+        cluster's broker checks them against the replicas ZooKeeper places on it)."""
 
     def load(self) -> None:
         """Read meta.properties (checking cluster and node ids agree) and the topic table."""
@@ -165,6 +174,7 @@ class LocalMetadataStore:
             if not meta.exists():
                 text = f"version=1\ncluster.id={self.cluster_id}\nnode.id={self.node_id}\n"
                 write_atomically(meta, text.encode())
+                self.new_dirs.append(directory)
 
     def _find_topic_table(self) -> Path:
         """Where the topic table is, in whatever order ``log.dirs`` names the directories.
@@ -187,6 +197,7 @@ class LocalMetadataStore:
             if child.is_dir()
             and not child.name.endswith(DELETE_DIR_SUFFIX)
             and parse_log_dir_name(child.name) is not None
+            and not is_data_dir(child)  # another broker's data dir: never a partition
         )
         if partitions:
             shown = ", ".join(partitions[:5]) + (", …" if len(partitions) > 5 else "")

@@ -211,6 +211,11 @@ class BrokerRegistration:
     broker_id: int
     endpoints: tuple[Endpoint, ...]
     rack: str | None = None
+    lost_replicas: frozenset[TopicPartition] = frozenset()
+    """Partitions whose ISR names this broker while its data directories hold no log of
+    them (wiped, replaced or moved while it was down): it is no candidate to lead them
+    and leaves their ISRs (samsa's own key, ``lost_replicas``, which Kafka's readers
+    skip; absent when empty)."""
 
     def endpoint(self, listener: str = "PLAINTEXT") -> Endpoint | None:
         return next((e for e in self.endpoints if e.listener == listener), None)
@@ -233,6 +238,11 @@ def encode_broker(registration: BrokerRegistration) -> bytes:
     }
     if registration.rack is not None:
         value["rack"] = registration.rack
+    if registration.lost_replicas:
+        lost: dict[str, list[int]] = {}
+        for tp in sorted(registration.lost_replicas):
+            lost.setdefault(tp.topic, []).append(tp.partition)
+        value["lost_replicas"] = lost
     return _encode(value)
 
 
@@ -259,7 +269,17 @@ def decode_broker(broker_id: int, data: bytes | None) -> BrokerRegistration:
     else:  # version 1: host and port only
         parsed = (Endpoint("PLAINTEXT", str(obj.get("host")), _int(obj, "port", what)),)
     rack = obj.get("rack")
-    return BrokerRegistration(broker_id, parsed, rack if isinstance(rack, str) else None)
+    lost = obj.get("lost_replicas") or {}
+    if not isinstance(lost, dict):
+        raise ZkDataError(f"{what}: lost_replicas is not an object")
+    lost_replicas = frozenset(
+        TopicPartition(str(topic), partition)
+        for topic, partitions in lost.items()
+        for partition in _int_list(partitions, what)
+    )
+    return BrokerRegistration(
+        broker_id, parsed, rack if isinstance(rack, str) else None, lost_replicas
+    )
 
 
 # -- /brokers/topics/<topic> -------------------------------------------------------

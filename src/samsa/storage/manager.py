@@ -23,6 +23,12 @@ never deleted: :meth:`LogManager.move_aside_stray` renames it
 ``<topic>-<partition>.<id>-stray``, Kafka's convention for stray logs, and it
 is never loaded again; an operator can rename it back.
 
+A directory holding ``meta.properties`` is another broker's data directory
+nested in this one (``make cluster`` once kept ``broker-N`` under the single
+broker's ``./data``, and ``broker-1`` reads as partition 1 of topic
+``broker``): it is never a partition, never loaded and never moved; start-up
+warns, naming it.
+
 Background work runs as asyncio tasks on the owner's loop — retention every
 ``log.retention.check.interval.ms``, flushes by ``flush.ms`` every
 ``log.flush.scheduler.interval.ms``, checkpoints every minute, removal of
@@ -82,6 +88,7 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
+META_PROPERTIES = "meta.properties"
 
 
 def _delete_segment_files(segments: list[LogSegment]) -> None:
@@ -102,6 +109,11 @@ def _flush(segments: list[LogSegment], write_epochs: Callable[[], None] | None) 
     if write_epochs is not None:
         write_epochs()
     Log.flush_segments(segments)
+
+
+def is_data_dir(path: Path) -> bool:
+    """Whether ``path`` is a broker's data directory (it holds ``meta.properties``)."""
+    return (path / META_PROPERTIES).is_file()
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -207,6 +219,14 @@ class LogManager:
                 continue
             if child.name.endswith(DELETE_DIR_SUFFIX):
                 shutil.rmtree(child, ignore_errors=True)
+                continue
+            if is_data_dir(child):
+                log.warning(
+                    "%s holds %s: it is a broker's data directory inside %s, not a partition; "
+                    "left as it is, not loaded. Give each broker log.dirs of its own, not "
+                    "nested in another's",
+                    child, META_PROPERTIES, directory,
+                )  # fmt: skip
                 continue
             tp = parse_log_dir_name(child.name)
             if tp is None:

@@ -20,7 +20,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="ZooKeeper and samsa brokers on 127.0.0.1, stopped together on Ctrl-C.",
     )
     parser.add_argument("--brokers", type=int, default=3)
-    parser.add_argument("--data", type=Path, default=Path("./data"))
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path("./data-cluster"),
+        help="where ZooKeeper and broker-N keep their data (default ./data-cluster: apart "
+        "from a single broker's ./data, so neither takes the other's directories)",
+    )
     parser.add_argument("--port", type=int, default=9092, help="the first broker's port")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
