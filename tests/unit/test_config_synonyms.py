@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from samsa.broker.config import BROKER_CONFIG, BrokerConfig
+from samsa.broker.dynamic_config import TOPIC_ONLY_CONFIGS
 from samsa.broker.handlers.configs import TOPIC_CONFIG_SYNONYMS
 from samsa.storage.log_config import TOPIC_CONFIG
 
@@ -35,11 +36,17 @@ SAMPLE_BROKER_VALUES: dict[str, Any] = {
     "unclean.leader.election.enable": True,
     "compression.type": "zstd",
     "log.preallocate": True,
+    "compression.gzip.level": 5,
+    "compression.lz4.level": 4,
+    "compression.zstd.level": 7,
+    "log.local.retention.ms": 60_000,
+    "log.local.retention.bytes": 1_000_000,
 }
 
 
 def test_every_topic_key_has_broker_synonyms_that_exist() -> None:
-    assert set(TOPIC_CONFIG_SYNONYMS) == set(TOPIC_CONFIG.keys)
+    assert set(TOPIC_CONFIG_SYNONYMS) | TOPIC_ONLY_CONFIGS == set(TOPIC_CONFIG.keys)
+    assert not set(TOPIC_CONFIG_SYNONYMS) & TOPIC_ONLY_CONFIGS
     for synonyms in TOPIC_CONFIG_SYNONYMS.values():
         assert synonyms
         assert all(name in BROKER_CONFIG for name in synonyms)

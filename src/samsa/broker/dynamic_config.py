@@ -75,9 +75,20 @@ TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[str, ...]] = {
     "unclean.leader.election.enable": ("unclean.leader.election.enable",),
     "compression.type": ("compression.type",),
     "preallocate": ("log.preallocate",),
+    "compression.gzip.level": ("compression.gzip.level",),
+    "compression.lz4.level": ("compression.lz4.level",),
+    "compression.zstd.level": ("compression.zstd.level",),
+    "local.retention.ms": ("log.local.retention.ms",),
+    "local.retention.bytes": ("log.local.retention.bytes",),
 }
 """Broker keys that set each topic key's default, most specific first (Kafka's
 ``ServerTopicConfigSynonyms``); ``BrokerConfig`` derives the defaults in this order."""
+
+TOPIC_ONLY_CONFIGS: frozenset[str] = frozenset({
+    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
+    "remote.storage.enable", "remote.log.copy.disable", "remote.log.delete.on.disable",
+})  # fmt: skip
+"""Topic keys no broker key sets (Kafka has no synonym for them either)."""
 
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
     {name for names in TOPIC_CONFIG_SYNONYMS.values() for name in names}

@@ -17,6 +17,31 @@ _L, _I, _D, _S, _B, _LIST = (
     ConfigType.LIST,
 )
 
+
+def _gzip_level(value: Any) -> str | None:
+    return None if value == -1 or 1 <= value <= 9 else "must be -1 or in [1, 9]"
+
+
+def _throttled_replicas(value: Any) -> str | None:
+    items = value if isinstance(value, list) else [value]
+    if items == ["*"]:
+        return None
+    for item in items:
+        partition, colon, broker = str(item).strip().partition(":")
+        if not colon or not partition.isdigit() or not broker.isdigit():
+            return "must be a list of partition:broker pairs, or *"
+    return None
+
+
+def _only_false(value: Any) -> str | None:
+    return (
+        "Tiered Storage functionality is disabled in the broker; a topic cannot be "
+        "configured with remote log storage"
+        if value
+        else None
+    )
+
+
 TOPIC_CONFIG = ConfigDef(
     [
         ConfigKey("segment.bytes", _I, 1024**3, "Size at which a segment rolls.", at_least(14)),
@@ -50,8 +75,34 @@ TOPIC_CONFIG = ConfigDef(
         ConfigKey("compression.type", _S, "producer", "Codec the log keeps.",
                   one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
         ConfigKey("preallocate", _B, False, "Pre-allocate segment files."),
+        ConfigKey("compression.gzip.level", _I, -1,
+                  "gzip level when the broker compresses (-1: the codec's default).",
+                  _gzip_level),
+        ConfigKey("compression.lz4.level", _I, 9, "lz4 level when the broker compresses.",
+                  between(1, 17)),
+        ConfigKey("compression.zstd.level", _I, 3, "zstd level when the broker compresses.",
+                  between(-131072, 22)),
+        ConfigKey("leader.replication.throttled.replicas", _LIST, [],
+                  "Replicas (partition:broker, or *) throttled on the leader's side.",
+                  _throttled_replicas),
+        ConfigKey("follower.replication.throttled.replicas", _LIST, [],
+                  "Replicas (partition:broker, or *) throttled on the follower's side.",
+                  _throttled_replicas),
+        ConfigKey("remote.storage.enable", _B, False,
+                  "Tiered storage: samsa has none, so only false is accepted.", _only_false),
+        ConfigKey("local.retention.ms", _L, -2,
+                  "Local retention under tiered storage (-2: retention.ms).", at_least(-2)),
+        ConfigKey("local.retention.bytes", _L, -2,
+                  "Local retention under tiered storage (-2: retention.bytes).", at_least(-2)),
+        ConfigKey("remote.log.copy.disable", _B, False, "Tiered storage: accepted, unused."),
+        ConfigKey("remote.log.delete.on.disable", _B, False, "Tiered storage: accepted, unused."),
     ]
 )  # fmt: skip
+"""Kafka 4's topic configs. The compression levels apply where the broker compresses (a
+topic whose ``compression.type`` names a codec); the tiered-storage keys are accepted at
+their defaults so that tools which copy a topic's configs from Kafka work, and
+``remote.storage.enable=true`` is refused (INVALID_CONFIG), as a Kafka broker without
+tiered storage refuses it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +132,16 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
     preallocate: bool = False
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any] | None = None) -> LogConfig:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from samsa.broker.config import BrokerConfig, Listener
@@ -103,7 +104,10 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     config = s.current_config
     api_versions.register(registry)
     metadata.register(registry, s)
-    topics.register(registry, config=config, metadata=s.metadata, topics=s.topics)
+    topics.register(
+        registry, config=config, metadata=s.metadata, topics=s.topics,
+        created_configs=functools.partial(configs.created_topic_configs, s),
+    )  # fmt: skip
     produce.register(
         registry, metadata=s.metadata, replicas=s.replica_manager, quotas=s.client_quotas
     )

@@ -224,18 +224,40 @@ def _describe_topic(
     info = broker.metadata.get(name)
     if info is None:
         raise UnknownTopicOrPartitionError(f"Topic {name} does not exist.")
-    effective = broker.replica_manager.topic_config(name).to_props()
+    return _topic_entries(broker, info.configs, wanted, synonyms, docs)
+
+
+def _topic_entries(
+    broker: ConfigsServices,
+    overrides: Mapping[str, str],
+    wanted: Iterable[str] | None,
+    synonyms: bool,
+    docs: bool,
+) -> list[dict[str, Any]]:
+    """Each topic config of a topic with ``overrides``: its value and where it comes from."""
+    defaults = broker.replica_manager.defaults
+    effective = (defaults.with_overrides(overrides) if overrides else defaults).to_props()
     entries = []
     for key in _selected(TOPIC_CONFIG, wanted):
         value = config_string(effective[key.name], key.type)
         found = _broker_synonyms(broker, TOPIC_CONFIG_SYNONYMS.get(key.name, ()))
-        if key.name in info.configs:
+        if key.name in overrides:
             source = ConfigSource.DYNAMIC_TOPIC_CONFIG
             found.insert(0, {"name": key.name, "value": value, "source": source})
         entries.append(
             _entry(key, value, found, read_only=False, include_synonyms=synonyms, docs=docs)
         )
     return entries
+
+
+def created_topic_configs(
+    broker: ConfigsServices, overrides: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """What CreateTopics v5+ answers for a topic it created (KIP-525): every topic config with
+    its value and source, as DescribeConfigs would describe the new topic."""
+    fields = ("name", "value", "read_only", "config_source", "is_sensitive")
+    entries = _topic_entries(broker, overrides, None, synonyms=False, docs=False)
+    return [{f: e[f] for f in fields} for e in entries]
 
 
 def _check_broker_name(broker: ConfigsServices, name: str) -> None:

@@ -104,7 +104,13 @@ from samsa.broker.metrics.stats import add_remote_time, name_request, note_error
 from samsa.broker.quota.manager import ClientQuotas, request_throttle
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
-from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError, UnknownTopicIdError
+from samsa.errors import (
+    ErrorCode,
+    KafkaError,
+    TopicAuthorizationFailedError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.fetch_response import (
     TOPIC_IDS_FROM,
@@ -117,6 +123,8 @@ from samsa.storage.segment import FileRegion
 from samsa.types import TopicPartition
 
 log = logging.getLogger(__name__)
+
+_REFUSED_UNREAD = (TopicAuthorizationFailedError, UnknownTopicIdError, UnknownTopicOrPartitionError)
 
 API_KEY = 1
 TOPIC = ResourceType.TOPIC
@@ -256,7 +264,9 @@ def register(
                         remaining -= region.length
             except KafkaError as exc:
                 entry.error_code = exc.code
-                entry.aborted_transactions = None
+                # As Kafka: a partition refused before any read (unknown, not authorized)
+                # lists no aborted transactions, one the read refused lists null.
+                entry.aborted_transactions = [] if isinstance(exc, _REFUSED_UNREAD) else None
                 failed = True
                 note_error(exc.code)
             done.append((c, entry, leader_epoch))

@@ -58,21 +58,25 @@ from samsa.broker.quota.manager import ClientQuotas, request_throttle
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.replica_manager import ReplicaManager
 from samsa.errors import (
+    CorruptRecordError,
     ErrorCode,
     InvalidRecordError,
     InvalidRequiredAcksError,
     KafkaError,
+    KafkaStorageError,
     MessageTooLargeError,
+    NotLeaderOrFollowerError,
     TopicAuthorizationFailedError,
     TransactionalIdAuthorizationFailedError,
     UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
     for_code,
 )
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.produce_response import FIRST_VERSION as FIRST_ENCODED_VERSION
 from samsa.protocol.produce_response import encode_produce_response
-from samsa.records.batch import iter_batches
+from samsa.records.batch import MAGIC, MAGIC_POS, iter_batches
 from samsa.records.builder import now_ms
 from samsa.records.legacy import is_message_set, message_set_to_batch
 from samsa.storage.validator import RecordValidationError
@@ -88,6 +92,12 @@ def _one_batch(records: Any) -> bytes | memoryview:
     by the log)."""
     if not records:
         raise InvalidRecordError("produce request carries no record batch")
+    if len(records) > MAGIC_POS and records[MAGIC_POS] != MAGIC:
+        # Kafka's answer: an older format in a Produce v3+ is refused, not taken as damage.
+        raise InvalidRecordError(
+            "Produce requests with version 3 and above are only allowed to contain record "
+            f"batches with magic version 2, not {records[MAGIC_POS]}"
+        )
     batches = iter_batches(records)
     first = next(batches, None)
     if first is None or next(batches, None) is not None:
@@ -125,6 +135,23 @@ async def _legacy_batch(
     )
 
 
+_WITHOUT_LOG_START = (
+    UnknownTopicOrPartitionError, NotLeaderOrFollowerError, MessageTooLargeError,
+    CorruptRecordError, KafkaStorageError, UnknownTopicIdError,
+)  # fmt: skip
+"""Refusals answered with log start offset -1 even by a partition's leader (Kafka's
+ReplicaManager: the append never reached the log); other refusals carry the partition's."""
+
+
+def _log_start_offset(replicas: ReplicaManager, tp: TopicPartition) -> int:
+    """The log start offset an error answer carries: the partition's when this broker has
+    it, -1 otherwise (as Kafka's ReplicaManager answers a refused append)."""
+    partition = replicas.get(tp)
+    if partition is None or partition.log is None:
+        return -1
+    return int(partition.log.log_start_offset)
+
+
 def register(
     registry: ApiRegistry,
     *,
@@ -155,6 +182,7 @@ def register(
             partitions = []
             for data in topic.partition_data or ():
                 entry: dict[str, Any] = {"index": data.index, "log_start_offset": -1}
+                appending: TopicPartition | None = None
                 try:
                     if topic_refused is not None:
                         raise topic_refused
@@ -169,6 +197,7 @@ def register(
                         if legacy
                         else _one_batch(data.records)
                     )
+                    appending = tp
                     appended = await replicas.append(tp, batch, required_acks=acks)
                     entry.update(
                         error_code=ErrorCode.NONE,
@@ -190,6 +219,8 @@ def register(
                     failed = exc
                     note_error(exc.code)
                     entry.update(error_fields(exc), base_offset=-1, log_append_time=-1)
+                    if appending is not None and not isinstance(exc, _WITHOUT_LOG_START):
+                        entry["log_start_offset"] = _log_start_offset(replicas, appending)
                     if isinstance(exc, RecordValidationError):  # v8+: which records, and why
                         entry["record_errors"] = [
                             {"batch_index": e.batch_index, "batch_index_error_message": e.message}

@@ -1,9 +1,10 @@
 """CreateTopics (key 19, versions 0–7) and DeleteTopics (key 20, versions 0–6).
 
 The topic manager (:mod:`samsa.broker.topic_manager`) makes the change; this
-module translates requests and responses. Topic configs are checked against
-Kafka's topic-level names here (INVALID_CONFIG otherwise). Internal topics
-cannot be deleted (INVALID_TOPIC_EXCEPTION, a deviation: see
+module translates requests and responses; a created topic's answer (v5+) lists
+every topic config with its value and source, as Kafka's does (KIP-525). Topic
+configs are checked against Kafka's topic-level names here (INVALID_CONFIG
+otherwise). Internal topics cannot be deleted (INVALID_TOPIC_EXCEPTION, a deviation: see
 :mod:`samsa.broker.internal_topics`). With the authorizer on, creating a topic
 needs CREATE on the cluster or on the topic, deleting one DELETE on it
 (TOPIC_AUTHORIZATION_FAILED per topic), as Kafka's.
@@ -11,6 +12,7 @@ needs CREATE on the cluster or on the topic, deleting one DELETE on it
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
@@ -72,6 +74,7 @@ def register(
     config: Any,
     metadata: MetadataCache,
     topics: TopicManager,
+    created_configs: Callable[[Mapping[str, str]], list[dict[str, Any]]],
 ) -> None:
     async def create_one(
         topic: Any, validate_only: bool, over_limit: bool, timeout_ms: int, cluster_create: bool
@@ -86,8 +89,9 @@ def register(
                 )
             if not cluster_create and not authorize(AclOperation.CREATE, TOPIC, name):
                 raise TopicAuthorizationFailedError(f"not authorized to create {name}")
+            new_topic = _new_topic(topic)
             created = await topics.create_topic(
-                _new_topic(topic), validate_only=validate_only, timeout_ms=timeout_ms
+                new_topic, validate_only=validate_only, timeout_ms=timeout_ms
             )
             return {
                 "name": name,
@@ -95,11 +99,11 @@ def register(
                 "error_code": ErrorCode.NONE,
                 "num_partitions": created.info.partitions,
                 "replication_factor": created.replication_factor,
-                "configs": None,
+                "configs": created_configs(new_topic.configs),
             }
         except KafkaError as exc:
             return {"name": name, **error_fields(exc), "num_partitions": -1,
-                    "replication_factor": -1}  # fmt: skip
+                    "replication_factor": -1, "configs": []}  # fmt: skip
 
     async def create_topics(header: RequestHeader, body: Any) -> Any:
         validate_only = getattr(body, "validate_only", False)
