@@ -9,6 +9,7 @@ clock.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -813,3 +814,35 @@ def test_a_join_costs_the_same_in_a_group_of_40_as_of_400(tmp_path: Path) -> Non
         for size in (40, 400)
     ]
     assert costs[0] == costs[1], costs
+
+
+def test_a_group_over_a_lowered_max_size_keeps_the_members_that_rejoin_first(
+    tmp_path: Path,
+) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        first = [asyncio.create_task(c.join(request(rebalance_timeout_ms=100))) for _ in range(3)]
+        await settle()
+        h.timer.advance(100)
+        joined = [await task for task in first]
+        leader = next(j for j in joined if j.leader == j.member_id)
+        await c.sync("g", 1, leader.member_id, group_instance_id=None, protocol_type=None,
+                     protocol_name=None, assignments={})  # fmt: skip
+        await settle()  # the group's record is stored
+        h.config = dataclasses.replace(h.config, max_size=2)
+        fresh = h.reload()
+        fresh.start()
+        try:
+            assert fresh.describe("g").state == "PreparingRebalance"
+            ids = [j.member_id for j in joined]
+            rejoins = [asyncio.create_task(fresh.join(request(member=m))) for m in ids[:2]]
+            await settle()
+            refused = await fresh.join(request(member=ids[2]))
+            assert refused.error == ErrorCode.GROUP_MAX_SIZE_REACHED
+            answers = [await task for task in rejoins]
+            assert [a.error for a in answers] == [ErrorCode.NONE] * 2
+            assert sorted(m.member_id for m in fresh.describe("g").members) == sorted(ids[:2])
+        finally:
+            await fresh.shutdown()
+
+    run(scenario, tmp_path, initial_rebalance_delay_ms=100)
