@@ -9,6 +9,8 @@ clock.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -755,3 +757,92 @@ def test_marker_on_another_offsets_partition_leaves_pending_alone(tmp_path: Path
         assert c.has_pending_transactional("g", tp)
 
     run(scenario, tmp_path)
+
+
+def _calls_while(step: Callable[[], None]) -> int:
+    """Python and C function calls (generator resumptions too) made while ``step`` runs."""
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event in ("call", "c_call"):
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        step()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+async def _calls_to_rejoin_a_group_of(h: Harness, size: int) -> int:
+    """Calls made by one JoinGroup of a group of ``size`` members rebalancing, when all but
+    one of the others have rejoined (the one rejoin that can be costliest to check)."""
+    c = h.coordinator
+    first = [asyncio.create_task(c.join(request(rebalance_timeout_ms=100))) for _ in range(size)]
+    await settle()
+    h.timer.advance(100)  # the initial delay ends: generation 1
+    joined = [await task for task in first]
+    leader = next(j for j in joined if j.leader == j.member_id)
+    await c.sync("g", 1, leader.member_id, group_instance_id=None, protocol_type=None,
+                 protocol_name=None, assignments={})  # fmt: skip
+    newcomer = asyncio.create_task(c.join(request(client_id="newcomer")))
+    await settle()
+    assert c.describe("g").state == "PreparingRebalance"
+    order = [m.member_id for m in c.describe("g").members]
+    rejoins = [  # every member but the last two old ones and the newcomer
+        asyncio.create_task(c.join(request(member=member_id, rebalance_timeout_ms=100)))
+        for member_id in order[:-3]
+    ]
+    await settle()
+    measured = c.join(request(member=order[-3], rebalance_timeout_ms=100))
+    # The coroutine runs up to where it waits for the rebalance: that is the join's work.
+    calls = _calls_while(lambda: measured.send(None))
+    measured.close()
+    assert not newcomer.done() and not any(task.done() for task in rejoins)
+    return calls
+
+
+def test_a_join_costs_the_same_in_a_group_of_40_as_of_400(tmp_path: Path) -> None:
+    costs = [
+        run(
+            lambda h, size=size: _calls_to_rejoin_a_group_of(h, size),
+            tmp_path / str(size),
+            initial_rebalance_delay_ms=100,
+        )
+        for size in (40, 400)
+    ]
+    assert costs[0] == costs[1], costs
+
+
+def test_a_group_over_a_lowered_max_size_keeps_the_members_that_rejoin_first(
+    tmp_path: Path,
+) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        first = [asyncio.create_task(c.join(request(rebalance_timeout_ms=100))) for _ in range(3)]
+        await settle()
+        h.timer.advance(100)
+        joined = [await task for task in first]
+        leader = next(j for j in joined if j.leader == j.member_id)
+        await c.sync("g", 1, leader.member_id, group_instance_id=None, protocol_type=None,
+                     protocol_name=None, assignments={})  # fmt: skip
+        await settle()  # the group's record is stored
+        h.config = dataclasses.replace(h.config, max_size=2)
+        fresh = h.reload()
+        fresh.start()
+        try:
+            assert fresh.describe("g").state == "PreparingRebalance"
+            ids = [j.member_id for j in joined]
+            rejoins = [asyncio.create_task(fresh.join(request(member=m))) for m in ids[:2]]
+            await settle()
+            refused = await fresh.join(request(member=ids[2]))
+            assert refused.error == ErrorCode.GROUP_MAX_SIZE_REACHED
+            answers = [await task for task in rejoins]
+            assert [a.error for a in answers] == [ErrorCode.NONE] * 2
+            assert sorted(m.member_id for m in fresh.describe("g").members) == sorted(ids[:2])
+        finally:
+            await fresh.shutdown()
+
+    run(scenario, tmp_path, initial_rebalance_delay_ms=100)

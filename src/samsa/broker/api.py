@@ -13,6 +13,8 @@ from the server, which imports them.
 from __future__ import annotations
 
 import functools
+import logging
+import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from typing import Any
 
 from kio.index import load_response_schema
 
+from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.errors import ErrorCode, KafkaError, SamsaError
 from samsa.protocol.build import build
 from samsa.protocol.codec import RequestHeader
@@ -75,11 +78,35 @@ def respond(header: RequestHeader, values: dict[str, Any]) -> Any:
     return build(response_class(header.api_key, header.api_version), values)
 
 
+log = logging.getLogger(__name__)
+_withheld_paths_log = RateLimitedLog(log, interval_s=60.0, burst=10)
+
+_ABSOLUTE_PATH = re.compile(r"""(?<![\w./~:-])/[^\s/'",;]+/[^\s'",;]*""")
+"""A path of two components or more from the root, as a storage failure's message names a
+file under ``log.dirs`` (bare, or quoted by ``OSError``); not a URL's ``//host``."""
+
+
+def broker_message(exc: BaseException) -> str:
+    """``exc`` as the broker's log says it: a Kafka error's message, else its class and text."""
+    return str(exc) if isinstance(exc, KafkaError) else f"{type(exc).__name__}: {exc}"
+
+
+def client_message(exc: BaseException) -> str:
+    """``exc`` as a client is told it: :func:`broker_message` with each absolute path cut to
+    its last component (``…/00000000000000000000.log``). Where the broker keeps its data is
+    the operator's business; the broker's log has the whole message."""
+    return _ABSOLUTE_PATH.sub(_last_component, broker_message(exc))
+
+
+def _last_component(match: re.Match[str]) -> str:
+    return "…/" + match.group().rstrip("/").rsplit("/", 1)[-1]
+
+
 def error_fields(exc: BaseException) -> dict[str, Any]:
-    """``error_code`` and ``error_message`` for an exception raised while serving a request."""
-    if isinstance(exc, KafkaError):
-        return {"error_code": exc.code, "error_message": str(exc)}
-    return {
-        "error_code": ErrorCode.UNKNOWN_SERVER_ERROR,
-        "error_message": f"{type(exc).__name__}: {exc}",
-    }
+    """``error_code`` and ``error_message`` for an exception raised while serving a request
+    (a message naming broker paths is logged whole, and sent without them)."""
+    code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+    message = client_message(exc)
+    if message != (whole := broker_message(exc)):
+        _withheld_paths_log.log(logging.WARNING, "answering %s: %s", code.name, whole)
+    return {"error_code": code, "error_message": message}

@@ -167,7 +167,15 @@ BROKER_CONFIG = ConfigDef(
                   at_least(0)),
         ConfigKey("group.max.session.timeout.ms", _I, 1_800_000, "Longest session timeout.",
                   at_least(0)),
-        ConfigKey("group.max.size", _I, INT_MAX, "Most members in one group.", at_least(1)),
+        # Kafka's default is 2^31-1 (no limit). Every member of a classic group rejoins on
+        # each rebalance and its leader is sent every member's subscription, so a group's
+        # rebalances cost in proportion to its size, and one client opening members without
+        # end slows every client of the broker; a group of more members than partitions
+        # leaves the extra ones idle. 1,000 is far above groups seen in practice.
+        ConfigKey("group.max.size", _I, 1000,
+                  "Most members in one classic group; JoinGroup past it answers "
+                  "GROUP_MAX_SIZE_REACHED (Kafka's default is 2147483647: no limit).",
+                  at_least(1)),
         ConfigKey("offsets.retention.minutes", _I, 10080,
                   "Keep an empty group's offsets this long.", at_least(1)),
         ConfigKey("offsets.retention.check.interval.ms", _L, 600_000,

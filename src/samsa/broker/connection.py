@@ -51,6 +51,7 @@ from samsa.broker.api import (
     Deferred,
     RawResponse,
     client_host,
+    client_message,
     request_listener,
     request_principal,
 )
@@ -762,7 +763,7 @@ class Connection(asyncio.BufferedProtocol):
         timing = request_timing.get()
         if timing is not None:
             timing.note_error(code)
-        response = error_response(api_key, api_version, code, summary)
+        response = error_response(api_key, api_version, code, client_message(exc))
         if response is None:
             raise _CloseConnection(f"request (api key {api_key} v{api_version}) failed")
         return encode_response(correlation_id, response)

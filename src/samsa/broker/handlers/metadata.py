@@ -25,10 +25,20 @@ the operations answered stay the same; the response is encoded around the
 entries. A client's Metadata of a topic of 10,000 partitions otherwise costs the
 broker an encoding of each partition. With request quotas on (whose throttle may
 rewrite the response) and for versions kio lacks, responses are encoded whole.
+A topic answered with an error alone (missing, not authorized) is its name spliced
+into an entry encoded once per error code and version.
+
+Kafka bounds a request's topics only by its frame (``socket.request.max.bytes``):
+a Metadata request of 10 MB names a million topics. Its topics are answered
+:data:`TOPICS_PER_TURN` at a time, the event loop running between turns, so other
+clients' requests are served while it is; the request's decoding (before the
+handler) and, on the paths that encode responses whole, the response's encoding
+(after it) are each one block.
 """
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
 from typing import Any, Protocol
@@ -73,6 +83,10 @@ API_KEY = 3
 DESCRIBE_TOPIC_PARTITIONS = 75
 FLEXIBLE_FROM = 9
 TOPIC = ResourceType.TOPIC
+TOPICS_PER_TURN = 500
+"""Topics a Metadata or DescribeTopicPartitions request answers between two turns of the
+event loop (milliseconds of work: a request naming a million topics lets others in
+2,000 times)."""
 
 
 def may_create(topic: str) -> bool:
@@ -160,6 +174,37 @@ class EncodedTopics:
         return encoded
 
 
+class ErrorEntries:
+    """A topic's entry that is only an error code and a name (every other field its
+    default), encoded for a response version's topic class: the name spliced between the
+    bytes before and after it in an entry encoded once per class and error code."""
+
+    def __init__(self) -> None:
+        self._templates: dict[tuple[type, int], tuple[bytes, bool, bytes]] = {}
+
+    def of(self, topic_class: type, error_code: int, name: str) -> bytes:
+        key = (topic_class, error_code)
+        template = self._templates.get(key)
+        if template is None:
+            template = self._templates[key] = _name_template(topic_class, error_code)
+        before, compact, after = template
+        encoded = name.encode()
+        size = encode_uvarint(len(encoded) + 1) if compact else struct.pack(">h", len(encoded))
+        return b"".join((before, size, encoded, after))
+
+
+def _name_template(topic_class: type, error_code: int) -> tuple[bytes, bool, bytes]:
+    """The bytes of a ``topic_class`` error entry before and after its name, and whether the
+    name is a compact string (flexible versions), read from two entries kio encodes."""
+    empty = encode_entity(topic_class, {"error_code": error_code, "name": ""})
+    one = encode_entity(topic_class, {"error_code": error_code, "name": "a"})
+    if empty[2:3] == b"\x01" and one[2:4] == b"\x02a" and empty[3:] == one[4:]:
+        return empty[:2], True, empty[3:]
+    if empty[2:4] == b"\0\0" and one[2:5] == b"\0\x01a" and empty[4:] == one[5:]:
+        return empty[:2], False, empty[4:]
+    raise AssertionError(f"{topic_class.__name__} does not start with an error code and a name")
+
+
 def _after_topics(version: int) -> int:
     """The bytes a Metadata response of ``version`` writes after its topics array (with
     nothing tagged): cluster_authorized_operations (v8–10), error_code (v13), tags (v9+)."""
@@ -185,6 +230,7 @@ def splice_topics(header: RequestHeader, response: Any, topics: list[bytes]) -> 
 
 def register(registry: ApiRegistry, broker: MetadataServices) -> None:
     encoded_topics = EncodedTopics(broker.metadata)
+    error_entries = ErrorEntries()
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         store = broker.metadata
@@ -200,6 +246,11 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                 return topic_entry(store, info, operations)
             return encoded_topics.of(topic_class, info, operations)
 
+        def error(code: int, name: str) -> dict[str, Any] | bytes:
+            if not splice:
+                return {"error_code": code, "name": name}
+            return error_entries.of(topic_class, code, name)
+
         requested = body.topics
         if header.api_version == 0 and not requested:
             requested = None  # v0: an empty list means every topic
@@ -211,13 +262,16 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
         topic_ops = getattr(body, "include_topic_authorized_operations", False)
         topics: list[dict[str, Any] | bytes] = []
         if requested is None:
-            topics = [
-                entry(info, topic_ops)
-                for info in store.topics().values()
-                if not info.is_internal and authorize(AclOperation.DESCRIBE, TOPIC, info.name)
-            ]
+            # A copy: topics may be created or deleted while the loop runs between turns.
+            for count, known in enumerate(list(store.topics().values()), 1):
+                if count % TOPICS_PER_TURN == 0:
+                    await asyncio.sleep(0)
+                if not known.is_internal and authorize(AclOperation.DESCRIBE, TOPIC, known.name):
+                    topics.append(entry(known, topic_ops))
         else:
-            for item in requested:
+            for count, item in enumerate(requested, 1):
+                if count % TOPICS_PER_TURN == 0:
+                    await asyncio.sleep(0)  # let other clients in: see the module's docstring
                 name = item.name
                 if name is None and getattr(item, "topic_id", None) is not None:
                     info = store.by_id(item.topic_id)
@@ -236,29 +290,27 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                                        "name": None, "topic_id": item.topic_id})  # fmt: skip
                         continue
                 if name is not None and not authorize(AclOperation.DESCRIBE, TOPIC, name):
-                    topics.append(
-                        {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name}
-                    )
+                    topics.append(error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                     continue
                 info = store.get(name) if name is not None else None
                 if info is None and name is not None and allow_create and not may_create(name):
-                    topics.append(
-                        {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name}
-                    )
+                    topics.append(error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                     continue
                 if info is None and name is not None and allow_create:
                     try:
                         info = await broker.topics.auto_create(name)
                     except KafkaError as exc:
-                        topics.append({"error_code": exc.code, "name": name})
+                        topics.append(error(exc.code, name))
                         continue
                     if info is None:  # being created: the client asks again
-                        topics.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name})
+                        topics.append(error(ErrorCode.LEADER_NOT_AVAILABLE, name))
                         continue
                 if info is None:
-                    topics.append(
-                        {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name}
-                    )
+                    if name is None:
+                        topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                       "name": None})  # fmt: skip
+                    else:
+                        topics.append(error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                 else:
                     topics.append(entry(info, topic_ops))
         response = respond(
@@ -306,7 +358,9 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
         budget = max(body.response_partition_limit, 1)
         topics: list[dict[str, Any]] = []
         next_cursor = None
-        for name in names:
+        for count, name in enumerate(names, 1):
+            if count % TOPICS_PER_TURN == 0:
+                await asyncio.sleep(0)  # let other clients in: see the module's docstring
             info = store.get(name)
             if not authorize(AclOperation.DESCRIBE, TOPIC, name):
                 topics.append({"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name,
@@ -334,7 +388,7 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                            "partitions": entries, "topic_authorized_operations":
                            topic_operations(True, name)})  # fmt: skip
             if next_cursor is not None or budget <= 0:
-                following = names[names.index(name) + 1 :]
+                following = names[count:]
                 if next_cursor is None and following:
                     next_cursor = {"topic_name": following[0], "partition_index": 0}
                 break

@@ -11,6 +11,14 @@ A group moves through Kafka's states::
 This module holds the data and the pure decisions (protocol selection, member
 lookups); :mod:`samsa.coordinator.group.group_metadata_manager` drives the
 transitions, timers and persistence.
+
+A join costs the same whatever the group's size: the group counts the members
+supporting each protocol (so whether a joining member's protocols fit is a lookup
+per protocol it names, as Kafka's ``supportedProtocols``) and the JoinGroup requests
+waiting for an answer (so whether every member has rejoined is a comparison, with
+a walk over the members only once the count says they may all have). Work in
+proportion to the members is done once per rebalance: choosing the protocol,
+answering every member, storing the group.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ class GroupConfig:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3000
-    max_size: int = 2**31 - 1
+    max_size: int = 1000
     offsets_retention_ms: int = 7 * 24 * 3600_000
     retention_check_interval_ms: int = 600_000
 
@@ -169,6 +177,10 @@ class Group:
     initial_delay_active: bool = False
     new_member_added: bool = False  # a member joined during the initial delay
     initial_delay_remaining_ms: int = 0
+    protocol_support: Counter[str] = field(default_factory=Counter)  # members naming each
+    awaiting_joins: int = 0
+    """JoinGroup requests of members not answered yet (:meth:`expect_join`); at least the
+    members :attr:`Member.awaiting_join`, the same once callbacks of answered ones ran."""
 
     def is_(self, *states: GroupState) -> bool:
         return self.state in states
@@ -182,17 +194,54 @@ class Group:
     def add(self, member: Member) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
+        self.restore(member)
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+
+    def restore(self, member: Member) -> None:
+        """Take ``member`` as it was stored (type, protocol and leader are the group's)."""
         self.members[member.member_id] = member
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
-        if self.leader_id is None:
-            self.leader_id = member.member_id
+        self._count_protocols(member.protocols, 1)
+
+    def replace(self, old_id: str, member: Member) -> None:
+        """``member`` (a static member's new id) takes ``old_id``'s place, in its order."""
+        old = self.members[old_id]
+        self._count_protocols(old.protocols, -1)
+        self.members = {(member.member_id if k == old_id else k): (member if k == old_id else v)
+                        for k, v in self.members.items()}  # fmt: skip
+        self._count_protocols(member.protocols, 1)
+
+    def set_protocols(self, member: Member, protocols: list[tuple[str, bytes]]) -> None:
+        """A member's protocols, changed by its rejoin."""
+        self._count_protocols(member.protocols, -1)
+        member.protocols = list(protocols)
+        self._count_protocols(member.protocols, 1)
+
+    def _count_protocols(self, protocols: list[tuple[str, bytes]], delta: int) -> None:
+        for name in {name for name, _ in protocols}:
+            count = self.protocol_support[name] + delta
+            if count:
+                self.protocol_support[name] = count
+            else:
+                del self.protocol_support[name]
+
+    def expect_join(self, member: Member, fut: asyncio.Future[JoinResult]) -> None:
+        """``member`` waits in JoinGroup for ``fut``: counted until it is answered."""
+        member.join_future = fut
+        self.awaiting_joins += 1
+        fut.add_done_callback(self._join_answered)
+
+    def _join_answered(self, fut: asyncio.Future[JoinResult]) -> None:
+        self.awaiting_joins -= 1
 
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
         member.cancel_session_timer()
+        self._count_protocols(member.protocols, -1)
         instance = member.group_instance_id
         if instance is not None and self.static_members.get(instance) == member_id:
             del self.static_members[instance]
@@ -211,27 +260,29 @@ class Group:
         return known is not None and known != member_id
 
     def all_members_joined(self) -> bool:
-        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
+        if self.pending_members or self.awaiting_joins < len(self.members):
+            return False  # the count is an upper bound: fewer waiting than members
+        return all(m.awaiting_join for m in self.members.values())
 
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def candidate_protocols(self) -> list[str]:
         """Protocols every member supports, in the order the first member prefers them."""
-        members = list(self.members.values())
-        if not members:
+        size = len(self.members)
+        if not size:
             return []
-        common = set.intersection(*({name for name, _ in m.protocols} for m in members))
-        return [name for name, _ in members[0].protocols if name in common]
+        first = next(iter(self.members.values()))
+        return [name for name, _ in first.protocols if self.protocol_support[name] == size]
 
     def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         if not protocol_type or not protocols:
             return False
         if not self.members:
             return True
-        names = {name for name, _ in protocols}
+        size = len(self.members)
         return protocol_type == self.protocol_type and any(
-            name in names for name in self.candidate_protocols()
+            self.protocol_support[name] == size for name, _ in protocols
         )
 
     def select_protocol(self) -> str:

@@ -88,6 +88,9 @@ class GroupMetadataManager:
         for group in groups:
             for member in group.members.values():
                 self._arm_session(group, member)
+            if group.is_(GroupState.STABLE) and len(group.members) > self.config.max_size:
+                # group.max.size was lowered: the members that rejoin past it are dropped.
+                self._prepare_rebalance(group, "more members than group.max.size")
 
     def unload(self, owned_elsewhere: Callable[[str], bool]) -> int:
         """Forget the groups ``owned_elsewhere`` says this coordinator no longer owns (its
@@ -144,11 +147,8 @@ class GroupMetadataManager:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, req.member_id)
         if not group.supports(req.protocol_type, req.protocols):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id)
-        known = req.member_id in group.members or req.member_id in group.pending_members
-        static_known = (
-            req.group_instance_id is not None and req.group_instance_id in group.static_members
-        )
-        if not known and not static_known and len(group.members) >= cfg.max_size:
+        if not self._accepts(group, req):
+            self._refuse(group, req.member_id)
             return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, req.member_id)
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
         if not req.member_id:
@@ -160,6 +160,33 @@ class GroupMetadataManager:
         if result is not None:
             return result
         return await fut
+
+    def _accepts(self, group: Group, req: JoinRequest) -> bool:
+        """Whether ``group.max.size`` lets the member in (Kafka's ``acceptJoiningMember``):
+        an Empty group takes anyone; while it rebalances, a member already waiting in
+        JoinGroup or any while fewer than the limit wait (a group over the limit after it
+        was lowered keeps the first to rejoin); otherwise its members, and new ones while
+        there are fewer than the limit. A static member coming back with a new member id
+        takes its own place (samsa's: Kafka counts it as new)."""
+        if group.is_(GroupState.EMPTY, GroupState.DEAD):
+            return True
+        instance = req.group_instance_id
+        if instance is not None and instance in group.static_members:
+            return True
+        max_size = self.config.max_size
+        member = group.members.get(req.member_id) if req.member_id else None
+        if group.is_(GroupState.PREPARING_REBALANCE):
+            return (member is not None and member.awaiting_join) or group.awaiting_joins < max_size
+        return member is not None or len(group.members) < max_size
+
+    def _refuse(self, group: Group, member_id: str) -> None:
+        """A member refused by ``group.max.size`` is no member (Kafka removes it too)."""
+        pending = group.pending_members.pop(member_id, None)
+        if pending is not None:
+            pending.cancel()
+        member = group.members.get(member_id) if member_id else None
+        if member is not None:
+            self._remove_member(group, member, "group.max.size reached")
 
     def _new_member(self, req: JoinRequest, member_id: str) -> Member:
         return Member(
@@ -237,8 +264,7 @@ class GroupMetadataManager:
         old_protocols = old.protocols
         member = self._new_member(req, new_id)
         member.assignment = old.assignment
-        group.members = {(new_id if k == old_id else k): (member if k == old_id else v)
-                         for k, v in group.members.items()}  # fmt: skip
+        group.replace(old_id, member)
         group.static_members[req.group_instance_id] = new_id
         if group.leader_id == old_id:
             group.leader_id = new_id
@@ -262,27 +288,27 @@ class GroupMetadataManager:
                     ErrorCode.NONE, new_id, group.generation, group.protocol_type,
                     group.protocol_name, current_leader,
                 )  # fmt: skip
-            member.protocols = list(req.protocols)
-            member.join_future = fut
+            group.set_protocols(member, req.protocols)
+            group.expect_join(member, fut)
             self._prepare_rebalance(group, f"static member {req.group_instance_id} rejoined")
             return None
         if group.is_(GroupState.COMPLETING_REBALANCE):
-            member.join_future = fut
+            group.expect_join(member, fut)
             self._prepare_rebalance(group, f"static member {req.group_instance_id} replaced")
             return None
         if group.is_(GroupState.PREPARING_REBALANCE):
-            member.join_future = fut
+            group.expect_join(member, fut)
             self._arm_session(group, member)
             return None
-        member.protocols = old_protocols
+        group.set_protocols(member, old_protocols)
         return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, new_id)
 
     def _add_member_and_rebalance(
         self, group: Group, member: Member, fut: asyncio.Future[JoinResult]
     ) -> None:
-        member.join_future = fut
         member.is_new = True
         group.add(member)
+        group.expect_join(member, fut)
         if group.initial_delay_active:
             group.new_member_added = True
         self._arm_session(group, member)
@@ -297,8 +323,8 @@ class GroupMetadataManager:
     ) -> None:
         if member.awaiting_join:  # a second JoinGroup replaces one still waiting
             member.complete_join(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
-        member.protocols = list(protocols)
-        member.join_future = fut
+        group.set_protocols(member, protocols)
+        group.expect_join(member, fut)
         self._arm_session(group, member)
         self._maybe_prepare_rebalance(group, f"member {member.member_id} rejoined")
 

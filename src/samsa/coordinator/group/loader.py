@@ -178,9 +178,7 @@ def restore_group(group_id: str, value: GroupMetadataValue) -> Group:
             m.rebalance_timeout, m.session_timeout, value.protocol_type,
             [(value.protocol or "", m.subscription)], assignment=m.assignment,
         )  # fmt: skip
-        group.members[m.member_id] = member
-        if m.group_instance_id is not None:
-            group.static_members[m.group_instance_id] = m.member_id
+        group.restore(member)
     return group
 
 
