@@ -284,9 +284,11 @@ def dump_record(offset: int) -> tuple[int, int, str, str]:
 @pytest.fixture(scope="module")
 def dumped_partition(jvm_broker: BrokerProcess) -> Path:
     """A partition of small segments (several rolled) with an index entry for most batches,
-    written in batches of three, the first half uncompressed and the second gzip'd."""
+    written in batches of three, the first half uncompressed and the second gzip'd. The
+    timestamps are years old: retention by time is off, or it could delete the segments."""
     topic = unique("dump")
-    create_topic(jvm_broker, topic, 1, **{"segment.bytes": "2048", "index.interval.bytes": "100"})
+    configs = {"segment.bytes": "2048", "index.interval.bytes": "100", "retention.ms": "-1"}
+    create_topic(jvm_broker, topic, 1, **configs)
     offset = 0
     for compression in ("none", "gzip"):
         producer = Producer({"bootstrap.servers": jvm_broker.bootstrap, "linger.ms": 1000,
