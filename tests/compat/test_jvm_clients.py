@@ -36,6 +36,7 @@ CHECKS = {
     "producer.idempotent": None,
     "consumer.group-range": None,
     "consumer.group-cooperative-sticky": None,
+    "consumer.static-membership": None,
     "transactions.commit-abort-read-committed": None,
     "transactions.fenced-zombie": None,
     "transactions.send-offsets": None,
@@ -51,6 +52,14 @@ CHECKS = {
     "admin.describe-producers": None,
     "admin.consumer-groups": None,
     "admin.consumer-group-offsets": None,
+    "admin.describe-log-dirs": None,
+    "admin.describe-transactions": None,
+    "admin.elect-leaders": None,
+    "admin.list-partition-reassignments": None,
+    "admin.describe-acls-without-authorizer": None,
+    "admin.describe-client-quotas": None,
+    "admin.describe-user-scram-credentials": None,
+    "admin.describe-features": None,
     "admin.delete-topics": None,
 }
 

@@ -13,6 +13,7 @@ import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.Set;
 import java.util.TreeMap;
@@ -32,6 +33,14 @@ import org.apache.kafka.clients.admin.CreateTopicsOptions;
 import org.apache.kafka.clients.admin.CreateTopicsResult;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeProducersResult.PartitionProducerState;
+import org.apache.kafka.clients.admin.FeatureMetadata;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.PartitionReassignment;
+import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.admin.TransactionState;
+import org.apache.kafka.clients.admin.UserScramCredentialsDescription;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
 import org.apache.kafka.clients.admin.MemberDescription;
@@ -52,6 +61,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.Node;
@@ -59,14 +69,19 @@ import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.acl.AclBindingFilter;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.ElectionNotNeededException;
 import org.apache.kafka.common.errors.InvalidConfigurationException;
 import org.apache.kafka.common.errors.InvalidPartitionsException;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.kafka.common.errors.SecurityDisabledException;
 import org.apache.kafka.common.errors.TopicExistsException;
 import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -116,6 +131,7 @@ public final class ClientsCheck {
         checks.add("producer.idempotent", run::idempotentProducer);
         checks.add("consumer.group-range", () -> run.consumerGroup("range"));
         checks.add("consumer.group-cooperative-sticky", () -> run.consumerGroup("cooperative-sticky"));
+        checks.add("consumer.static-membership", run::staticMembership);
         checks.add("transactions.commit-abort-read-committed", run::commitAndAbort);
         checks.add("transactions.fenced-zombie", run::fencedZombie);
         checks.add("transactions.send-offsets", run::sendOffsetsToTransaction);
@@ -131,6 +147,14 @@ public final class ClientsCheck {
         checks.add("admin.describe-producers", run::describeProducers);
         checks.add("admin.consumer-groups", run::consumerGroups);
         checks.add("admin.consumer-group-offsets", run::consumerGroupOffsets);
+        checks.add("admin.describe-log-dirs", run::describeLogDirs);
+        checks.add("admin.describe-transactions", run::describeTransactions);
+        checks.add("admin.elect-leaders", run::electLeaders);
+        checks.add("admin.list-partition-reassignments", run::listPartitionReassignments);
+        checks.add("admin.describe-acls-without-authorizer", run::describeAcls);
+        checks.add("admin.describe-client-quotas", run::describeClientQuotas);
+        checks.add("admin.describe-user-scram-credentials", run::describeUserScramCredentials);
+        checks.add("admin.describe-features", run::describeFeatures);
         checks.add("admin.delete-topics", run::deleteTopics);
         try {
             checks.runAll(Arrays.asList(args).subList(2, args.length));
@@ -341,6 +365,36 @@ public final class ClientsCheck {
         Map<TopicPartition, Long> committedOffsets = new HashMap<>();
         committed.forEach((p, o) -> committedOffsets.put(p, o.offset()));
         checkEqual(ends, committedOffsets, "committed offsets");
+    }
+
+    /** A static member (group.instance.id) closed and started again keeps its partitions. */
+    private void staticMembership() throws Exception {
+        check(!sent.isEmpty(), "nothing to read: producer.idempotent failed");
+        String group = prefix + "-static";
+        Map<String, String> extra = Map.of(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, "static-1",
+                ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "30000");
+        Set<TopicPartition> first = assignedOnce(group, extra);
+        checkEqual(DATA_PARTITIONS, first.size(), "partitions of the only member");
+        ConsumerGroupDescription described =
+                get(admin.describeConsumerGroups(List.of(group)).describedGroups().get(group));
+        checkEqual(1, described.members().size(), "members while the static member is away");
+        checkEqual(Optional.of("static-1"), described.members().iterator().next().groupInstanceId(),
+                "the member's group.instance.id");
+        checkEqual(first, assignedOnce(group, extra), "partitions after the restart");
+    }
+
+    /** Joins {@code group}, waits for an assignment and closes (a static member stays). */
+    private Set<TopicPartition> assignedOnce(String group, Map<String, String> extra)
+            throws Exception {
+        try (KafkaConsumer<String, String> member = consumer(group, extra)) {
+            member.subscribe(List.of(dataTopic));
+            long deadline = System.nanoTime() + TIMEOUT.toNanos();
+            while (member.assignment().isEmpty()) {
+                check(System.nanoTime() < deadline, "no assignment for the static member");
+                member.poll(Duration.ofMillis(100));
+            }
+            return Set.copyOf(member.assignment());
+        }
     }
 
     private static int count(Map<TopicPartition, Map<Long, ConsumerRecord<String, String>>> received) {
@@ -755,6 +809,79 @@ public final class ClientsCheck {
         get(admin.deleteConsumerGroups(List.of(group)).all());
         check(get(admin.listConsumerGroups().all()).stream().noneMatch(g -> g.groupId().equals(group)),
                 "the deleted group is still listed");
+    }
+
+    private void describeLogDirs() throws Exception {
+        check(!sent.isEmpty(), "nothing written: producer.idempotent failed");
+        Node node = get(admin.describeCluster().nodes()).iterator().next();
+        Map<String, LogDirDescription> dirs = get(admin.describeLogDirs(List.of(node.id()))
+                .allDescriptions()).get(node.id());
+        checkEqual(1, dirs == null ? 0 : dirs.size(), "log dirs of broker " + node.id());
+        LogDirDescription dir = dirs.values().iterator().next();
+        check(dir.error() == null, "the log dir's error: " + dir.error());
+        for (int p = 0; p < DATA_PARTITIONS; p++) {
+            ReplicaInfo replica = dir.replicaInfos().get(new TopicPartition(dataTopic, p));
+            check(replica != null && replica.size() > 0, dataTopic + "-" + p + ": " + replica);
+            checkEqual(0L, replica.offsetLag(), "the offset lag of " + dataTopic + "-" + p);
+        }
+        check(dir.totalBytes().isPresent() && dir.usableBytes().isPresent(),
+                "the log dir's total and usable bytes: " + dir);
+    }
+
+    /** The transactions of transactions.commit-abort-read-committed, as Admin lists them. */
+    private void describeTransactions() throws Exception {
+        String transactionalId = prefix + "-txn-id";
+        Collection<TransactionListing> listed = get(admin.listTransactions().all());
+        TransactionListing listing = listed.stream()
+                .filter(t -> t.transactionalId().equals(transactionalId)).findFirst().orElse(null);
+        check(listing != null, "listTransactions has " + transactionalId + ": " + listed);
+        checkEqual(TransactionState.COMPLETE_COMMIT, listing.state(), "its listed state");
+        TransactionDescription description =
+                get(admin.describeTransactions(List.of(transactionalId)).description(transactionalId));
+        checkEqual(TransactionState.COMPLETE_COMMIT, description.state(), "its described state");
+        checkEqual(listing.producerId(), description.producerId(), "its producer id");
+        checkEqual(30_000L, description.transactionTimeoutMs(), "its transaction timeout");
+        checkEqual(Set.of(), description.topicPartitions(), "partitions of a completed transaction");
+    }
+
+    private void electLeaders() throws Exception {
+        check(!sent.isEmpty(), "no topic: producer.idempotent failed");
+        TopicPartition partition = new TopicPartition(dataTopic, 0);
+        Map<TopicPartition, Optional<Throwable>> outcome = get(admin.electLeaders(
+                ElectionType.PREFERRED, Set.of(partition)).partitions());
+        Optional<Throwable> failure = outcome.get(partition);
+        check(failure != null && failure.isPresent()
+                && failure.get() instanceof ElectionNotNeededException,
+                "electing the leader that is already preferred: " + outcome);
+    }
+
+    private void listPartitionReassignments() throws Exception {
+        Map<TopicPartition, PartitionReassignment> ongoing =
+                get(admin.listPartitionReassignments().reassignments());
+        checkEqual(Map.of(), ongoing, "ongoing reassignments");
+    }
+
+    private void describeAcls() throws Exception {
+        Throwable failure = failureOf(admin.describeAcls(AclBindingFilter.ANY).values());
+        check(failure instanceof SecurityDisabledException, "describeAcls on a broker without "
+                + "an authorizer: " + (failure == null ? "succeeded" : Checks.describe(failure)));
+    }
+
+    private void describeClientQuotas() throws Exception {
+        Map<ClientQuotaEntity, Map<String, Double>> quotas =
+                get(admin.describeClientQuotas(ClientQuotaFilter.all()).entities());
+        checkEqual(Map.of(), quotas, "client quotas");
+    }
+
+    private void describeUserScramCredentials() throws Exception {
+        Map<String, UserScramCredentialsDescription> users =
+                get(admin.describeUserScramCredentials().all());
+        checkEqual(Map.of(), users, "SCRAM users");
+    }
+
+    private void describeFeatures() throws Exception {
+        FeatureMetadata features = get(admin.describeFeatures().featureMetadata());
+        check(features != null, "no feature metadata");
     }
 
     private void deleteTopics() throws Exception {
