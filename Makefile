@@ -11,8 +11,9 @@ CHROMIUM := $(VENV)/.chromium
 SARAMA := $(VENV)/.sarama
 KAFKAJS := $(VENV)/.kafkajs
 RDKAFKA_DEV := $(VENV)/.librdkafka-dev
+JVM := $(VENV)/.jvm
 
-.PHONY: run cluster faults console test test-slow lint bench pipeline clean
+.PHONY: run cluster faults console test test-slow lint bench pipeline clean jvm
 
 # setup.py builds samsa's optional C helper (src/samsa/records/_native.c) when a C
 # compiler and Python's headers are there; the tests run it and its Python fallback,
@@ -84,6 +85,21 @@ $(RDKAFKA_DEV): $(STAMP)
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq librdkafka-dev gcc make; }
 	touch $(RDKAFKA_DEV)
 
+# Kafka's Java clients, tools, Streams, Connect and broker (compat/jvm/pom.xml) into Maven's
+# local cache with the plugins a build needs (later builds work offline, `mvn -o`), and the
+# JVM compatibility tests' programs compiled; target/classpath.txt is what they run with.
+# A JDK and Maven are Debian's openjdk-17-jdk-headless and maven when missing.
+$(JVM): $(STAMP) compat/jvm/pom.xml $(shell find compat/jvm/src -type f)
+	@command -v javac >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1 || { \
+	  echo "installing a JDK and Maven (Debian packages)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jdk-headless maven; }
+	mvn -q -B -f compat/jvm/pom.xml dependency:go-offline package dependency:build-classpath \
+	  -Dmdep.outputFile=target/classpath.txt
+	touch compat/jvm/target/classpath.txt $(JVM)
+
+jvm: $(JVM)
+
 # samsa.spark: the spark extra (pyspark builds from an sdist, about a minute) and a
 # Java 17+ runtime for Spark's JVM (Debian's openjdk-17-jre-headless when missing).
 $(SPARK): $(STAMP)
@@ -123,7 +139,7 @@ lint: $(SPARK)
 # Two test processes (pytest-xdist): most tests wait on brokers, ZooKeeper and Spark
 # rather than compute, so two share this project's 2-core machines well.
 TEST_WORKERS ?= 2
-test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS)
+test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(JVM)
 	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
 test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(RDKAFKA_DEV)
