@@ -13,7 +13,7 @@ KAFKAJS := $(VENV)/.kafkajs
 RDKAFKA_DEV := $(VENV)/.librdkafka-dev
 JVM := $(VENV)/.jvm
 
-.PHONY: run cluster faults console test test-slow lint bench pipeline clean jvm
+.PHONY: run cluster faults console test test-slow lint bench pipeline clean jvm kafka
 
 # setup.py builds samsa's optional C helper (src/samsa/records/_native.c) when a C
 # compiler and Python's headers are there; the tests run it and its Python fallback,
@@ -124,6 +124,12 @@ console: $(STAMP)
 cluster: $(STAMP) $(ZK)
 	$(BIN)/python -m samsa.testing.run_cluster --brokers 3 --port 9092 --data ./data-cluster
 
+# Apache Kafka 4.3.1 (KRaft, from compat/jvm's jars) on 127.0.0.1:9192, data in ./data-kafka
+# (emptied at each start), for comparing samsa with it by hand; Ctrl-C stops it.
+KAFKA_NODES ?= 1
+kafka: $(STAMP) $(JVM)
+	$(BIN)/python -m samsa.testing.kafka --port 9192 --nodes $(KAFKA_NODES) --data ./data-kafka
+
 # A fault-injection run: workloads on three brokers while a nemesis kills, pauses,
 # restarts and cuts them off (docs/fault-injection.md); prints the checker's table.
 FAULT_SECONDS ?= 600
@@ -140,7 +146,7 @@ lint: $(SPARK)
 # rather than compute, so two share this project's 2-core machines well.
 TEST_WORKERS ?= 2
 test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(JVM)
-	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
+	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(RDKAFKA_DEV)
 	$(BIN)/pytest -m slow -q

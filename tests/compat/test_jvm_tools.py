@@ -86,9 +86,6 @@ def partition_count(broker: BrokerProcess, topic: str) -> int | None:
 # --- kafka-topics ---------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True, reason="compat/FINDINGS.md #1: CreateTopics v5+ answers configs null"
-)
 def test_kafka_topics_creates_a_topic(jvm_broker: BrokerProcess) -> None:
     topic = unique("created")
     out = ok(run_tool(TOPIC_COMMAND, "--bootstrap-server", jvm_broker.bootstrap, "--create",

@@ -6,6 +6,7 @@ a scenario is marked ``xfail(strict=True)``, so it fails again once samsa agrees
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import Any
 
 import pytest
@@ -126,6 +127,18 @@ def _list_offsets(timestamp: int, *, partition: int = 0) -> Step:
     return Step(LIST_OFFSETS, 7, values, f"list offsets {timestamp}")
 
 
+def _metadata_by_id(name: str | None, *, unknown: bool = False) -> Step:
+    """Metadata v12 for the topic the scenario's first step created, by its id."""
+
+    def values(n: Names, answers: list[Any]) -> dict[str, Any]:
+        topic_id = uuid.UUID(int=1) if unknown else answers[0].topics[0].topic_id
+        return {"topics": [{"name": name, "topic_id": topic_id}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}  # fmt: skip
+
+    return Step(METADATA, 12, values, f"metadata by id, name {name!r}")
+
+
 def _metadata(auto_create: bool = False) -> Step:
     def values(n: Names, _answers: list[Any]) -> dict[str, Any]:
         return {"topics": [{"name": n.topic, "topic_id": None}],
@@ -196,6 +209,21 @@ _PROTOCOLS = [{"name": "range", "metadata": b"\x00\x01\x00\x00\x00\x00\x00\x00\x
 # fmt: off
 SCENARIOS = [
     Scenario("metadata-of-an-unknown-topic", [_metadata()]),
+    Scenario("metadata-by-topic-id", [_create(2), _metadata_by_id(None)]),
+    Scenario("metadata-by-topic-id-named-empty", [_create(2), _metadata_by_id("")]),
+    Scenario("metadata-by-an-unknown-topic-id", [_create(), _metadata_by_id(None, unknown=True)]),
+    Scenario("metadata-of-an-invalid-name",
+             [Step(METADATA, 12, {"topics": [{"name": "bad/name", "topic_id": None}],
+                                  "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})]),
+    Scenario("metadata-of-a-name-too-long",
+             [Step(METADATA, 12, {"topics": [{"name": "x" * 250, "topic_id": None}],
+                                  "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})]),
+    Scenario("metadata-of-an-empty-name",
+             [Step(METADATA, 12, {"topics": [{"name": "", "topic_id": None}],
+                                  "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})]),
     Scenario("create-a-topic-then-again", [_create(3), _create(3), _metadata()]),
     Scenario("create-validate-only", [_create(2, validate_only=True), _metadata()]),
     Scenario("create-with-an-invalid-name", [_create(name="bad/name")]),

@@ -54,7 +54,7 @@ from samsa.broker.metadata_cache import MetadataCache
 from samsa.broker.quota.manager import ClientQuotas
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.topic_manager import TopicManager
-from samsa.cluster.local import TopicInfo
+from samsa.cluster.local import TopicInfo, validate_topic_name
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.build import build, nested_class
 from samsa.protocol.codec import RequestHeader, encode_response
@@ -228,6 +228,15 @@ def splice_topics(header: RequestHeader, response: Any, topics: list[bytes]) -> 
     return RawResponse([struct.pack(">i", len(body)) + body], len(body) + 4)
 
 
+def _valid_topic_name(name: str) -> bool:
+    """Whether a topic could have this name (Kafka answers INVALID_TOPIC_EXCEPTION if not)."""
+    try:
+        validate_topic_name(name)
+    except KafkaError:
+        return False
+    return True
+
+
 def register(registry: ApiRegistry, broker: MetadataServices) -> None:
     encoded_topics = EncodedTopics(broker.metadata)
     error_entries = ErrorEntries()
@@ -273,7 +282,9 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                 if count % TOPICS_PER_TURN == 0:
                     await asyncio.sleep(0)  # let other clients in: see the module's docstring
                 name = item.name
-                if name is None and getattr(item, "topic_id", None) is not None:
+                topic_id = getattr(item, "topic_id", None)
+                if not name and topic_id is not None and topic_id.int != 0:
+                    # By id, as Kafka looks it up: the Java client names such a topic "".
                     info = store.by_id(item.topic_id)
                     if info is None:
                         topics.append(
@@ -295,6 +306,9 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                 info = store.get(name) if name is not None else None
                 if info is None and name is not None and allow_create and not may_create(name):
                     topics.append(error(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                    continue
+                if info is None and name is not None and not _valid_topic_name(name):
+                    topics.append(error(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
                     continue
                 if info is None and name is not None and allow_create:
                     try:
