@@ -1,6 +1,6 @@
 """samsa answers as Apache Kafka answers: each scenario is played on both, and every
 difference in the answers (after :mod:`tests.oracle.differential` sets aside what depends
-on the broker) fails the test, unless ``FINDINGS.md`` beside this file explains it — such
+on the broker) fails the test, unless ``compat/FINDINGS.md`` explains it — such
 a scenario is marked ``xfail(strict=True)``, so it fails again once samsa agrees."""
 
 from __future__ import annotations
@@ -452,7 +452,7 @@ SCENARIOS = [
 # fmt: on
 
 EXPLAINED: dict[str, str] = {}
-"""Scenario id → the FINDINGS.md entry that explains its difference."""
+"""Scenario id → the compat/FINDINGS.md entry that explains its difference."""
 
 
 @pytest.mark.parametrize(

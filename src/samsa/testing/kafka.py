@@ -246,10 +246,10 @@ class KafkaCluster:
         return self
 
     def _format(self, classpath: str) -> None:
-        """Format each node's log directory with the cluster's id (one JVM per node: Kafka's
-        StorageTool takes one config at a time)."""
-        for node in self.nodes:
-            result = subprocess.run(
+        """Format each node's log directory with the cluster's id: one StorageTool JVM per
+        node (it takes one config at a time), all at once."""
+        running = [
+            (node, subprocess.Popen(
                 [
                     _java(), *QUICK_START, "-cp", classpath,
                     f"-Dlog4j2.configurationFile={node.directory / 'log4j2.properties'}",
@@ -258,16 +258,33 @@ class KafkaCluster:
                     f"--cluster-id={self.cluster_id}",
                     "--config", str(node.config_path), "--ignore-formatted",
                 ],
-                capture_output=True, text=True, timeout=120, check=False,
-            )  # fmt: skip
-            if result.returncode != 0:
-                raise RuntimeError(
-                    f"formatting Kafka node {node.node_id} failed:\n{result.stdout}{result.stderr}"
-                )
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            ))
+            for node in self.nodes
+        ]  # fmt: skip
+        failures = []
+        for node, process in running:
+            output, _ = process.communicate(timeout=120)
+            if process.returncode != 0:
+                failures.append(f"formatting Kafka node {node.node_id} failed:\n{output}")
+        if failures:
+            raise RuntimeError("\n".join(failures))
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM to every node at once (a node stopping alone would wait for a quorum the
+        others have left), then wait; SIGKILL past ``timeout``."""
         for node in self.nodes:
-            node.stop()
+            if node.process is not None:
+                node.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for node in self.nodes:
+            if node.process is None:
+                continue
+            try:
+                node.process.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                node.kill()
+            node.process = None
 
     def __enter__(self) -> KafkaCluster:
         return self
