@@ -88,6 +88,16 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
 STRAY_DIR_SUFFIX = "-stray"
+_MAX_DIR_NAME = 255
+
+
+def _renamed(tp: TopicPartition, suffix: str) -> str:
+    """``<topic>-<partition>.<id><suffix>``, the topic cut short so the name fits in 255
+    bytes (a 249-character topic's would not), as Kafka names such directories."""
+    tail = f"-{tp.partition}.{uuid.uuid4().hex}{suffix}"
+    return tp.topic[: _MAX_DIR_NAME - len(tail)] + tail
+
+
 META_PROPERTIES = "meta.properties"
 
 
@@ -359,7 +369,7 @@ class LogManager:
         if partition_log is None or directory is None:
             return
         partition_log.close()
-        doomed = directory / f"{tp}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        doomed = directory / _renamed(tp, DELETE_DIR_SUFFIX)
         os.replace(partition_log.directory, doomed)
         fsync_dir(directory)
         self._spawn(asyncio.to_thread(shutil.rmtree, doomed, True))
@@ -380,7 +390,7 @@ class LogManager:
             return None
         start, end = partition_log.log_start_offset, partition_log.log_end_offset
         partition_log.close()
-        stray = directory / f"{tp}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}"
+        stray = directory / _renamed(tp, STRAY_DIR_SUFFIX)
         os.replace(partition_log.directory, stray)
         fsync_dir(directory)
         self._uncleanable.discard(tp)

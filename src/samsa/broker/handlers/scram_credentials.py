@@ -17,11 +17,12 @@ may set a credential may log in as its user, super users included.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any
 
 from samsa.acl import AclOperation
-from samsa.broker.api import respond
+from samsa.broker.api import broker_message, client_message, respond
 from samsa.broker.authorizer import authorize_cluster
 from samsa.broker.registry import ApiRegistry
 from samsa.broker.scram_credentials import CredentialChange, ScramCredentials
@@ -33,6 +34,8 @@ from samsa.security.scram import (
     ScramCredential,
     ScramMechanism,
 )
+
+log = logging.getLogger(__name__)
 
 DESCRIBE_KEY = 50
 ALTER_KEY = 51
@@ -134,7 +137,8 @@ def register(registry: ApiRegistry, *, credentials: ScramCredentials) -> None:
             try:
                 await credentials.alter(applied)
             except Exception as exc:  # answered per user: the request is otherwise well formed
-                storage_error = (ErrorCode.KAFKA_STORAGE_ERROR, f"{type(exc).__name__}: {exc}")
+                log.warning("storing SCRAM credentials failed: %s", broker_message(exc))
+                storage_error = (ErrorCode.KAFKA_STORAGE_ERROR, client_message(exc))
         results = []
         for name in order:
             code, message = errors.get(name) or storage_error or (ErrorCode.NONE, None)
