@@ -204,6 +204,15 @@ def _delete_topic() -> Step:
     return Step(DELETE_TOPICS, 6, values, "delete topic")
 
 
+def _join(session_timeout_ms: int) -> Step:
+    """A JoinGroup v9 of a new member (no member id) with ``session_timeout_ms``."""
+    return _group(JOIN_GROUP, 9, {
+        "session_timeout": session_timeout_ms, "rebalance_timeout": 1000, "member_id": "",
+        "group_instance_id": None, "protocol_type": "consumer", "protocols": _PROTOCOLS,
+        "reason": None,
+    }, "join")  # fmt: skip
+
+
 _PROTOCOLS = [{"name": "range", "metadata": b"\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00"}]
 
 # fmt: off
@@ -324,39 +333,13 @@ SCENARIOS = [
     Scenario(
         "join-with-a-session-timeout-too-small",
         [
-            _group(
-                JOIN_GROUP,
-                9,
-                {
-                    "session_timeout": 1,
-                    "rebalance_timeout": 1000,
-                    "member_id": "",
-                    "group_instance_id": None,
-                    "protocol_type": "consumer",
-                    "protocols": _PROTOCOLS,
-                    "reason": None,
-                },
-                "join",
-            )
+            _join(1),
         ],
     ),
     Scenario(
         "join-without-a-member-id",
         [
-            _group(
-                JOIN_GROUP,
-                9,
-                {
-                    "session_timeout": 10_000,
-                    "rebalance_timeout": 1000,
-                    "member_id": "",
-                    "group_instance_id": None,
-                    "protocol_type": "consumer",
-                    "protocols": _PROTOCOLS,
-                    "reason": None,
-                },
-                "join",
-            )
+            _join(10_000),
         ],
     ),
     Scenario(

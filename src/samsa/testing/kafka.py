@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from samsa.testing.zookeeper import free_port
+from samsa.testing.zookeeper import free_port, terminate
 
 __all__ = [
     "QUICK_START",
@@ -166,13 +166,8 @@ class KafkaNode:
 
     def stop(self, timeout: float = 30.0) -> None:
         """SIGTERM (Kafka's controlled shutdown) and wait; SIGKILL past ``timeout``."""
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        if self.process is not None:
+            terminate(self.process, timeout)
         self.process = None
 
     def kill(self) -> None:

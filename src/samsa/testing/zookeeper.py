@@ -39,6 +39,16 @@ def zookeeper_classpath() -> str:
     return classpath
 
 
+def terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM ``process`` and wait for it; SIGKILL if it has not ended in ``timeout``."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -118,14 +128,8 @@ class ZooKeeperServer:
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM and wait (SIGKILL if it does not end in ``timeout``)."""
-        if self.process is None:
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:
+            terminate(self.process, timeout)
         self.process = None
 
     def __enter__(self) -> ZooKeeperServer:
