@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +121,45 @@ def test_other_clients_are_answered_while_a_metadata_request_of_200k_topics_is(
             await broker.stop()
 
     asyncio.run(run())
+
+
+def test_a_request_of_megabytes_is_decoded_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Decoding a frame of tens of megabytes takes seconds: the loop must not wait for it.
+    # The real decoder runs; a wrapper notes on which thread it ran for which frame size.
+    from samsa.broker import connection
+
+    decoded_on: dict[int, int] = {}
+    real = connection.decode_request
+
+    def noted(frame: bytes) -> Any:
+        decoded_on[len(frame)] = threading.get_ident()
+        return real(frame)
+
+    monkeypatch.setattr(connection, "decode_request", noted)
+
+    async def run() -> None:
+        config = BrokerConfig.from_props(
+            {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data")}
+        )
+        broker = Broker(config)
+        await broker.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", broker.bound[0].port)
+            big = _metadata_frame([f"missing-{i:06d}" for i in range(60_000)], 1)
+            assert len(big) > 1 << 20
+            writer.write(big + request_frame(API_VERSIONS, 3, {}, correlation_id=2))
+            metadata = await asyncio.wait_for(_read_response(reader, METADATA, VERSION), 60)
+            assert len(metadata.topics) == 60_000
+            versions = await asyncio.wait_for(_read_response(reader, API_VERSIONS, 3), 60)
+            assert versions.error_code == ErrorCode.NONE
+            writer.close()
+        finally:
+            await broker.stop()
+
+    asyncio.run(run())
+    loop_thread = threading.get_ident()  # asyncio.run ran the loop on this thread
+    sizes = sorted(decoded_on)
+    assert decoded_on[sizes[-1]] != loop_thread  # the Metadata frame
+    assert decoded_on[sizes[0]] == loop_thread  # the small ApiVersions frame

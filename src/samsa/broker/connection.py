@@ -623,8 +623,14 @@ class Connection(asyncio.BufferedProtocol):
         # Produce: the records stay in the received buffer, where the log assigns offsets.
         decoded = decode_produce_request(data) if api_key == PRODUCE_KEY else None
         if decoded is None:
+            raw = data if isinstance(data, bytes) else bytes(data)
             try:
-                decoded = decode_request(data if isinstance(data, bytes) else bytes(data))
+                if len(raw) > _DECODE_INLINE_BYTES:
+                    # A huge request (a Metadata naming a million topics) decodes in seconds:
+                    # on a worker thread, the loop serves the other clients meanwhile.
+                    decoded = await asyncio.to_thread(decode_request, raw)
+                else:
+                    decoded = decode_request(raw)
             except RequestDecodeError as exc:
                 raise _CloseConnection(f"unparseable request (key {api_key}): {exc}") from exc
         header, body = decoded
@@ -784,6 +790,9 @@ def _ready(response: bytes | RawResponse) -> asyncio.Future[bytes | RawResponse 
 
 
 _SENDFILE_STALL_S = 30.0
+_DECODE_INLINE_BYTES = 1 << 20
+"""Requests larger than this (Produce aside, which is not decoded whole) are decoded off the
+event loop: kio's decoding of a frame of many megabytes takes seconds."""
 _NO_DESCRIPTOR_RETRY_S = 0.005
 
 
