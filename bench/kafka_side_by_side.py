@@ -6,9 +6,10 @@ JVM settings of Kafka's own start scripts (1 GiB heap, G1, the JIT's defaults) a
 ``samsa serve`` (``samsa.testing.start_broker``), both on loopback in a temporary
 directory on the same disk, and measures each with ``bench/loadgen/loadgen`` (C on
 librdkafka: the generator of ``bench/loadgen.py``). A warm-up, not counted, first runs
-each broker through a produce, a consume and 25 s of the latency phase (Kafka's
-per-request CPU falls about fivefold over its first ~20 s of one-record requests while
-the JIT compiles: a cold JVM's first rounds measure its compiler); then each round runs
+each broker through a produce of 600,000 records, a consume and 25 s of the latency
+phase (while the JIT compiles, Kafka's CPU per GB produced falls from ~14 to ~2.5 CPU-s
+over its first GB or so, its CPU per one-record request about fivefold over ~20 s: a cold
+JVM's first rounds measure its compiler); then each round runs
 these phases, alternating brokers phase by phase (round 1 samsa first, round 2 Kafka
 first, ...):
 
@@ -227,9 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-rate", type=float, default=2000.0,
                         help="records/s of the latency phase (0: skip it)")  # fmt: skip
     parser.add_argument("--latency-seconds", type=float, default=10.0)
-    parser.add_argument("--warmup", type=int, default=200_000,
+    parser.add_argument("--warmup", type=int, default=600_000,
                         help="records produced and consumed on each broker before the "
-                        "measured rounds (default 200,000; 0: no warm-up)")  # fmt: skip
+                        "measured rounds (default 600,000; 0: no warm-up)")  # fmt: skip
     parser.add_argument("--warmup-seconds", type=float, default=25.0,
                         help="then the latency phase for this long (default 25 s: Kafka's "
                         "JIT takes about 20 s of one-record requests to settle)")  # fmt: skip
