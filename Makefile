@@ -150,7 +150,7 @@ bench: $(STAMP) $(RDKAFKA_DEV)
 	$(BIN)/python bench/limits.py && $(BIN)/python bench/loadgen.py
 
 # samsa beside Apache Kafka 4.3.1 (one KRaft node from make jvm's jars) in one run, the
-# same C load generator against each (bench/kafka_side_by_side.py, about 6 minutes).
+# same C load generator against each (bench/kafka_side_by_side.py, about 5 minutes).
 bench-kafka: $(STAMP) $(JVM) $(RDKAFKA_DEV)
 	$(BIN)/python bench/kafka_side_by_side.py
 

@@ -28,7 +28,7 @@ the machine to go quiet. Also: time to ready (Kafka's includes formatting its st
 with one more JVM), idle CPU and RSS after start, RSS at the end. The table gives the
 median of ``--repeat`` rounds (default 3) per figure and broker, and samsa/Kafka.
 
-    SAMSA_KAFKA_CLASSPATH=... .venv/bin/python bench/kafka_side_by_side.py   # ~6 minutes
+    SAMSA_KAFKA_CLASSPATH=... .venv/bin/python bench/kafka_side_by_side.py   # ~5 minutes
     .venv/bin/python bench/kafka_side_by_side.py --records 100000 --repeat 1 --warmup 50000
     make bench-kafka
 
