@@ -13,7 +13,7 @@ KAFKAJS := $(VENV)/.kafkajs
 RDKAFKA_DEV := $(VENV)/.librdkafka-dev
 JVM := $(VENV)/.jvm
 
-.PHONY: run cluster faults console test test-slow lint bench pipeline clean jvm kafka
+.PHONY: run cluster faults console test test-slow lint bench bench-kafka pipeline clean jvm kafka
 
 # setup.py builds samsa's optional C helper (src/samsa/records/_native.c) when a C
 # compiler and Python's headers are there; the tests run it and its Python fallback,
@@ -154,6 +154,11 @@ test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(RDKAFKA_DEV
 bench: $(STAMP) $(RDKAFKA_DEV)
 	$(BIN)/python bench/storage_bench.py && $(BIN)/python bench/txn_bench.py && $(BIN)/python bench/group_bench.py && $(BIN)/python bench/client_bench.py
 	$(BIN)/python bench/limits.py && $(BIN)/python bench/loadgen.py
+
+# samsa beside Apache Kafka 4.3.1 (one KRaft node from make jvm's jars) in one run, the
+# same C load generator against each (bench/kafka_side_by_side.py, about 5 minutes).
+bench-kafka: $(STAMP) $(JVM) $(RDKAFKA_DEV)
+	$(BIN)/python bench/kafka_side_by_side.py
 
 # The click-events pipeline: a broker, a generator and a Spark Structured Streaming job.
 pipeline: $(SPARK)
