@@ -174,11 +174,13 @@ class ZkMetadataCache:
         return () if assignment is None else assignment.partitions.get(tp.partition, ())
 
     def alive_brokers(self) -> list[BrokerNode]:
+        """The registered brokers that have the listener the request came on, at that
+        listener's advertised address; one without it is left out, as Kafka leaves it out
+        (a client there could not reach it: another port, or another security protocol)."""
+        listener = self.current_listener() or self.listener_name
         nodes = []
         for broker_id, registration in sorted(self.brokers.items()):
-            endpoint = registration.endpoint(self.current_listener() or self.listener_name) or (
-                registration.endpoints[0] if registration.endpoints else None
-            )
+            endpoint = registration.endpoint(listener)
             if endpoint is not None:
                 nodes.append(BrokerNode(broker_id, endpoint.host, endpoint.port, registration.rack))
         return nodes
