@@ -4,7 +4,8 @@ Brokers 1, 2 and 3 listen on INTERNAL (PLAINTEXT, the inter-broker listener); br
 and 2 also on EXTERNAL (SASL_PLAINTEXT, advertised as ``localhost``). A client sent to
 the other listener's addresses cannot talk there (a PLAINTEXT client on a SASL port, or
 the reverse), so producing and consuming through each listener shows it was told its own.
-Broker 3 has no EXTERNAL listener: EXTERNAL clients are not told of it, as Kafka does.
+Broker 3 has no EXTERNAL listener, and is the controller: EXTERNAL clients are not told
+of it, as Kafka does, and are named a controller they can reach.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def two_listeners(
         ("group.initial.rebalance.delay.ms=0", "group.min.session.timeout.ms=1000"),
         zookeeper_connect=f"{zookeeper.connect}/listeners-cluster", settings_of=settings_of,
     )  # fmt: skip
-    cluster.start()
+    cluster.start(controller=3)
     try:
         yield TwoListeners(cluster, external)
     finally:
@@ -188,8 +189,9 @@ def test_describe_cluster_names_the_addresses_of_the_listener_the_client_came_on
         ("EXTERNAL", {b: two_listeners.external(b) for b in EXTERNAL_BROKERS}),
     ):
         admin = AdminClient(two_listeners.client_config(listener))
-        nodes = admin.describe_cluster().result(30).nodes
-        assert {n.id: f"{n.host}:{n.port}" for n in nodes} == expected, listener
+        described = admin.describe_cluster().result(30)
+        assert {n.id: f"{n.host}:{n.port}" for n in described.nodes} == expected, listener
+        assert described.controller is not None and described.controller.id in expected
 
 
 @pytest.mark.parametrize("listener", ["INTERNAL", "EXTERNAL"])
@@ -244,8 +246,12 @@ def test_a_broker_without_the_listener_is_left_out_of_that_listeners_answers(
     old = sasl_exchange(outside, METADATA, 5, request).topics[0].partitions[0]
     assert (old.error_code, old.leader_id) == (ErrorCode.LEADER_NOT_AVAILABLE, -1)
 
+    assert response.controller_id == 1  # the controller (3) is not on EXTERNAL
     described = sasl_exchange(outside, DESCRIBE_CLUSTER, 1, {"endpoint_type": 1})
     assert sorted(int(b.broker_id) for b in described.brokers) == [1, 2]
+    assert described.controller_id == 1
+    inside = exchange(two_listeners.internal(1), DESCRIBE_CLUSTER, 1, {"endpoint_type": 1})
+    assert inside.controller_id == 3
 
     group = group_coordinated_by(two_listeners, (3,))
     found = sasl_exchange(outside, FIND_COORDINATOR, 4,

@@ -21,7 +21,9 @@ that may DESCRIBE it); without an authorizer, every operation Kafka defines.
 
 Brokers are answered at the advertised address of the listener the request came on;
 a broker without that listener is left out, and a partition it leads answers
-LISTENER_NOT_FOUND (LEADER_NOT_AVAILABLE before v6) with no leader, as Kafka's.
+LISTENER_NOT_FOUND (LEADER_NOT_AVAILABLE before v6) with no leader, as Kafka's. A
+controller without that listener is answered as a broker that has it (see
+:meth:`~samsa.cluster.zk_metadata.ZkMetadataCache.controller_id`).
 
 A topic's entry is encoded once per response version and reused while the
 topic, the cluster's leadership (:attr:`MetadataCache.leadership_changes`) and
