@@ -44,7 +44,10 @@ class MetadataCache(Protocol):
         """None when the partition does not exist or has no state yet."""
         ...
 
-    def alive_brokers(self) -> list[BrokerNode]: ...
+    def alive_brokers(self) -> list[BrokerNode]:
+        """The live brokers that have the listener the request being served came on, each
+        at its advertised address on that listener."""
+        ...
 
     def controller_id(self) -> int:
         """The active controller's id (-1 when none is known)."""

@@ -174,17 +174,29 @@ class ZkMetadataCache:
         return () if assignment is None else assignment.partitions.get(tp.partition, ())
 
     def alive_brokers(self) -> list[BrokerNode]:
+        """The registered brokers that have the listener the request came on, at that
+        listener's advertised address; one without it is left out, as Kafka leaves it out
+        (a client there could not reach it: another port, or another security protocol)."""
+        listener = self.current_listener() or self.listener_name
         nodes = []
         for broker_id, registration in sorted(self.brokers.items()):
-            endpoint = registration.endpoint(self.current_listener() or self.listener_name) or (
-                registration.endpoints[0] if registration.endpoints else None
-            )
+            endpoint = registration.endpoint(listener)
             if endpoint is not None:
                 nodes.append(BrokerNode(broker_id, endpoint.host, endpoint.port, registration.rack))
         return nodes
 
     def controller_id(self) -> int:
-        return self.controller
+        """The active controller, or to a client on a listener the controller lacks the
+        lowest-id broker that has it (-1: none). Clients send some admin requests to the
+        controller (librdkafka waits for it before a DescribeCluster); any broker serves
+        most of them, and those only the controller serves answer NOT_CONTROLLER there,
+        where a controller the client cannot reach would leave it waiting."""
+        listener = self.current_listener() or self.listener_name
+        registration = self.brokers.get(self.controller)
+        if registration is None or registration.endpoint(listener) is not None:
+            return self.controller
+        reachable = (b for b, r in sorted(self.brokers.items()) if r.endpoint(listener))
+        return next(reachable, -1)
 
     def barred_from_isr(self) -> _Barred:
         """Brokers a leader may not take into an ISR: those not registered (a stopped

@@ -83,7 +83,9 @@ class LocalCluster:
         return ",".join(f"127.0.0.1:{broker.port}" for broker in self.brokers.values())
 
     # -- lifecycle ------------------------------------------------------------------------
-    def start(self, timeout: float = 60.0) -> LocalCluster:
+    def start(self, timeout: float = 60.0, *, controller: int | None = None) -> LocalCluster:
+        """Start ZooKeeper (unless given one) and every broker; ``controller``: a broker
+        started alone first, so that it is the controller, before the others."""
         if self._zookeeper_connect is None:
             self.zookeeper = ZooKeeperServer(self.path / "zookeeper").start()
             self._zookeeper_connect = f"{self.zookeeper.connect}/samsa"
@@ -92,8 +94,13 @@ class LocalCluster:
             if self._settings_of is not None:
                 broker.overrides += self._settings_of(broker_id, broker.port)
         try:
+            if controller is not None:
+                self.brokers[controller].start(timeout)
+                self.wait_until(lambda: self.controller() == controller,
+                                f"broker {controller} is the controller", timeout)  # fmt: skip
             for broker in self.brokers.values():  # side by side: their start-ups overlap
-                broker.launch()
+                if broker.process is None:
+                    broker.launch()
             for broker in self.brokers.values():
                 broker.wait_ready(timeout)
             self.wait_until(self._all_known, "every broker sees every other", timeout)

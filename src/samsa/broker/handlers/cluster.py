@@ -1,7 +1,9 @@
 """DescribeCluster (key 60, versions 0–2): the live brokers, the cluster id, the controller.
 
 The brokers are those registered now (a single node: itself, also the
-controller); none is ever fenced (a ZooKeeper cluster has no fencing).
+controller) that have the listener the request came on, at that listener's
+advertised address; none is ever fenced (a ZooKeeper cluster has no fencing).
+The controller is named as Metadata names it (one the client can reach).
 ``include_cluster_authorized_operations`` answers the operations the caller may
 do on the cluster (every one Kafka defines without an authorizer), computed, as
 Kafka does, only for a caller that may DESCRIBE the cluster; otherwise the field

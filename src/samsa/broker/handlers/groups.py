@@ -7,6 +7,8 @@ first FindCoordinator for a group, as Kafka creates it. The decisions live in
 translates requests and responses of every served version. FindCoordinator for
 a transactional id (key type 1) also answers this broker, after creating
 ``__transaction_state`` (see :mod:`samsa.broker.handlers.transactions`).
+The coordinator's address is its endpoint on the listener the request came on; a
+coordinator without that listener is COORDINATOR_NOT_AVAILABLE, as Kafka answers.
 The coordinator checks an OffsetCommit and answers each partition's error code,
 that of the failed append too (Kafka 4's mapping, :mod:`samsa.coordinator.errors`);
 this module resolves topic ids and says which topics exist.

@@ -19,6 +19,12 @@ Asked for authorized operations (v8+), a topic answers those the caller may do
 on it, the cluster (v8–v10) those on the cluster (computed only for a caller
 that may DESCRIBE it); without an authorizer, every operation Kafka defines.
 
+Brokers are answered at the advertised address of the listener the request came on;
+a broker without that listener is left out, and a partition it leads answers
+LISTENER_NOT_FOUND (LEADER_NOT_AVAILABLE before v6) with no leader, as Kafka's. A
+controller without that listener is answered as a broker that has it (see
+:meth:`~samsa.cluster.zk_metadata.ZkMetadataCache.controller_id`).
+
 A topic's entry is encoded once per response version and reused while the
 topic, the cluster's leadership (:attr:`MetadataCache.leadership_changes`) and
 the operations answered stay the same; the response is encoded around the
@@ -46,7 +52,7 @@ from typing import Any, Protocol
 from kio.serial import entity_writer
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import RawResponse, respond, response_class
+from samsa.broker.api import RawResponse, request_listener, respond, response_class
 from samsa.broker.authorized_operations import cluster_operations, topic_operations
 from samsa.broker.authorizer import authorize, authorize_cluster, authorized_names
 from samsa.broker.config import BrokerConfig
@@ -94,9 +100,19 @@ def may_create(topic: str) -> bool:
     return authorize_cluster(AclOperation.CREATE) or authorize(AclOperation.CREATE, TOPIC, topic)
 
 
-def partition_entries(metadata: MetadataCache, info: TopicInfo) -> list[dict[str, Any]]:
+def partition_entries(
+    metadata: MetadataCache, info: TopicInfo, *, listener_not_found: bool = True
+) -> list[dict[str, Any]]:
     """Each partition's leader, epoch, replicas, ISR and offline replicas, as Metadata and
-    DescribeTopicPartitions answer them (LEADER_NOT_AVAILABLE while it has no leader)."""
+    DescribeTopicPartitions answer them (LEADER_NOT_AVAILABLE while it has no leader).
+
+    A leader without the listener the request came on is no leader to this client (it
+    is not among the brokers answered): LISTENER_NOT_FOUND, or LEADER_NOT_AVAILABLE
+    where ``listener_not_found`` is False (Metadata before v6), with no leader id."""
+    reachable = {node.node_id for node in metadata.alive_brokers()}
+    unreachable = (
+        ErrorCode.LISTENER_NOT_FOUND if listener_not_found else ErrorCode.LEADER_NOT_AVAILABLE
+    )
     entries = []
     for index in range(info.partitions):
         state = metadata.leadership(TopicPartition(info.name, index))
@@ -113,13 +129,16 @@ def partition_entries(metadata: MetadataCache, info: TopicInfo) -> list[dict[str
                 }
             )
             continue
+        leader, error_code = state.leader, ErrorCode.NONE
+        if leader < 0:
+            error_code = ErrorCode.LEADER_NOT_AVAILABLE
+        elif leader not in reachable:
+            leader, error_code = -1, unreachable
         entries.append(
             {
-                "error_code": (
-                    ErrorCode.NONE if state.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE
-                ),
+                "error_code": error_code,
                 "partition_index": index,
-                "leader_id": state.leader,
+                "leader_id": leader,
                 "leader_epoch": state.leader_epoch,
                 "replica_nodes": list(state.replicas),
                 "isr_nodes": list(state.isr),
@@ -129,13 +148,15 @@ def partition_entries(metadata: MetadataCache, info: TopicInfo) -> list[dict[str
     return entries
 
 
-def topic_entry(metadata: MetadataCache, info: TopicInfo, operations: int) -> dict[str, Any]:
+def topic_entry(
+    metadata: MetadataCache, info: TopicInfo, operations: int, version: int
+) -> dict[str, Any]:
     return {
         "error_code": ErrorCode.NONE,
         "name": info.name,
         "topic_id": info.topic_id,
         "is_internal": info.is_internal,
-        "partitions": partition_entries(metadata, info),
+        "partitions": partition_entries(metadata, info, listener_not_found=version >= 6),
         "topic_authorized_operations": operations,
     }
 
@@ -148,17 +169,20 @@ def encode_entity(cls: type, values: dict[str, Any]) -> bytes:
 
 
 class EncodedTopics:
-    """Each topic's entry as last answered, encoded for a response version's topic class,
-    and kept while the topic's :class:`TopicInfo`, the cluster's leadership and the
-    operations answered are the same."""
+    """Each topic's entry as last answered, encoded for a response version's topic class
+    and a listener (whose clients may not reach every leader), and kept while the
+    topic's :class:`TopicInfo`, the cluster's leadership and the operations answered are
+    the same."""
 
     def __init__(self, metadata: MetadataCache) -> None:
         self._metadata = metadata
-        self._encoded: dict[tuple[type, str], tuple[TopicInfo, int, int, bytes]] = {}
+        self._encoded: dict[tuple[type, str, str], tuple[TopicInfo, int, int, bytes]] = {}
 
-    def of(self, topic_class: type, info: TopicInfo, operations: int) -> bytes:
+    def of(
+        self, topic_class: type, version: int, listener: str, info: TopicInfo, operations: int
+    ) -> bytes:
         changes = self._metadata.leadership_changes
-        key = (topic_class, info.name)
+        key = (topic_class, listener, info.name)
         cached = self._encoded.get(key)
         if (
             cached is not None
@@ -167,7 +191,7 @@ class EncodedTopics:
             and cached[2] == operations
         ):
             return cached[3]
-        encoded = encode_entity(topic_class, topic_entry(self._metadata, info, operations))
+        encoded = encode_entity(topic_class, topic_entry(self._metadata, info, operations, version))
         if len(self._encoded) > 4 * len(self._metadata.topics()) + 16:
             self._encoded.clear()  # deleted topics' entries go (a few versions per topic kept)
         self._encoded[key] = (info, changes, operations, encoded)
@@ -252,8 +276,10 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
         def entry(info: TopicInfo, asked: bool) -> dict[str, Any] | bytes:
             operations = topic_operations(asked, info.name)
             if not splice:
-                return topic_entry(store, info, operations)
-            return encoded_topics.of(topic_class, info, operations)
+                return topic_entry(store, info, operations, header.api_version)
+            return encoded_topics.of(
+                topic_class, header.api_version, request_listener.get(), info, operations
+            )
 
         def error(code: int, name: str) -> dict[str, Any] | bytes:
             if not splice:
