@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
          "elect preferred or unclean partition leaders (kafka-leader-election)"),
         ("log-dirs", "log_dirs", "describe the brokers' log dirs (kafka-log-dirs)"),
         ("configs", "configs",
-         "alter and describe client quotas of users and client ids (kafka-configs)"),
+         "alter and describe topic, broker and client configs (kafka-configs)"),
         ("reassign-partitions", "reassign_partitions",
          "move partitions between brokers (kafka-reassign-partitions)"),
         ("console", "console",
