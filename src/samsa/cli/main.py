@@ -137,6 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
     dump_log.add_argument(
         "--max-bytes", type=int, metavar="N", help="read only the first N bytes of .log files"
     )
+    dump_log.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode records of __consumer_offsets (implies --print-data-log)",
+    )
+    dump_log.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="decode records of __transaction_state (implies --print-data-log)",
+    )
     dump_log.set_defaults(func=_dump_log)
     for name, module, summary in (
         ("topics", "topics", "create, list, describe, alter and delete topics (kafka-topics)"),
