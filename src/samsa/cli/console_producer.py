@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Send each line of stdin to a topic as a record "
         "(kafka-console-producer.sh's flags).",
     )
-    add_connection_arguments(parser, "--producer.config")
+    add_connection_arguments(parser, "--producer.config", broker_list=True)
     parser.add_argument("--topic", required=True, help="the topic to write to (required)")
     parser.add_argument(
         "--property",

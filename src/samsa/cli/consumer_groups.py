@@ -4,14 +4,24 @@ kafka-consumer-groups.sh does.
 The flags and columns are Kafka's. Deliberate differences: ``--describe`` of several
 groups prints one table (its GROUP column tells them apart), and remarks such as
 "group 'g' has no active members" go to stderr, so stdout is only the table.
-``--by-duration``, ``--from-file`` and ``--export`` are not offered.
+
+``--reset-offsets --export`` prints the plan as Kafka's CSV instead of the table:
+``topic,partition,offset`` lines for one group, ``group,topic,partition,offset`` for
+several (then an empty line, as Kafka's tool prints it). ``--from-file`` reads that
+CSV back (either form; blank lines are skipped). Offsets outside a partition's log,
+whichever option asked for them, become the nearest end of the log, as in Kafka.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
+import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from samsa.cli.output import note, print_table
@@ -44,7 +54,10 @@ OFFSETS_HEADERS = [
     "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
     "CONSUMER-ID", "HOST", "CLIENT-ID",
 ]  # fmt: skip
-RESET_OPTIONS = ("to_earliest", "to_latest", "to_current", "to_offset", "to_datetime", "shift_by")
+RESET_OPTIONS = (
+    "to_earliest", "to_latest", "to_current", "to_offset", "to_datetime", "by_duration",
+    "shift_by", "from_file",
+)  # fmt: skip
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -116,7 +129,23 @@ def build_parser() -> argparse.ArgumentParser:
         "(local time unless it names a zone)",
     )
     target.add_argument(
+        "--by-duration",
+        metavar="DURATION",
+        help="reset to the first record at or after this long ago, an ISO-8601 duration "
+        "such as PT1H or P1DT12H",
+    )
+    target.add_argument(
         "--shift-by", type=int, metavar="N", help="move the committed offset by N (may be < 0)"
+    )
+    target.add_argument(
+        "--from-file",
+        type=Path,
+        metavar="CSV",
+        help="reset to the offsets of a CSV file (topic,partition,offset or "
+        "group,topic,partition,offset per line, as --export writes it)",
+    )
+    parser.add_argument(
+        "--export", action="store_true", help="with --reset-offsets: print the plan as CSV"
     )
     run_mode = parser.add_mutually_exclusive_group()
     run_mode.add_argument(
@@ -141,6 +170,7 @@ def _check_usage(options: argparse.Namespace) -> None:
     only_with(options, "--all-topics", "reset_offsets", options.all_topics)
     only_with(options, "--dry-run", "reset_offsets", options.dry_run)
     only_with(options, "--execute", "reset_offsets", options.execute)
+    only_with(options, "--export", "reset_offsets", options.export)
     for option in reset_given:
         only_with(options, f"--{option.replace('_', '-')}", "reset_offsets", True)
     if options.verbose and not options.members:
@@ -164,12 +194,18 @@ def _check_usage(options: argparse.Namespace) -> None:
         if not reset_given:
             raise UsageError(
                 "say where to reset to: --to-earliest, --to-latest, --to-current, "
-                "--to-offset N, --to-datetime ISO-8601 or --shift-by N"
+                "--to-offset N, --to-datetime ISO-8601, --by-duration PT1H, --shift-by N "
+                "or --from-file CSV"
             )
-        if bool(options.topic) == bool(options.all_topics):
+        if options.from_file is not None:
+            if options.topic or options.all_topics:
+                raise UsageError("--from-file names its partitions; drop --topic/--all-topics")
+        elif bool(options.topic) == bool(options.all_topics):
             raise UsageError("--reset-offsets needs --topic TOPIC[:P,P] or --all-topics")
     if options.to_datetime is not None:
         _timestamp_ms(options.to_datetime)
+    if options.by_duration is not None:
+        _duration(options.by_duration)
     if options.timeout is not None and options.timeout < 0:
         raise UsageError("--timeout must be at least 0")
 
@@ -386,6 +422,83 @@ def _timestamp_ms(text: str) -> int:
     return int(moment.timestamp() * 1000)  # a naive time is local, as in Kafka
 
 
+# Java's Duration.parse: [-]P[nD][T[nH][nM][n[.n]S]], each number may carry a sign.
+_DURATION = re.compile(
+    r"([-+]?)P(?:([-+]?\d+)D)?"
+    r"(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?",
+    re.IGNORECASE,
+)
+
+
+def _duration(text: str) -> int:
+    """An ISO-8601 duration (as Java's ``Duration.parse`` reads it) in milliseconds."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or text.strip().upper().endswith("T") or not any(match.groups()[1:5]):
+        raise UsageError(
+            f"--by-duration {text!r} is not an ISO-8601 duration, e.g. PT1H, PT30M, P1DT12H"
+        )
+    sign, days, hours, minutes, seconds, fraction = match.groups()
+    span = timedelta(
+        days=int(days or 0),
+        hours=int(hours or 0),
+        minutes=int(minutes or 0),
+        seconds=float(f"{seconds or 0}.{fraction or 0}"),  # the fraction takes the sign
+    )
+    ms = round(span.total_seconds() * 1000)
+    return -ms if sign == "-" else ms
+
+
+def _read_plan(path: Path, groups: Sequence[str]) -> dict[str, dict[TopicPartition, int]]:
+    """A CSV reset plan by group: ``topic,partition,offset`` lines apply to every group named,
+    ``group,topic,partition,offset`` lines to their own group."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ToolError(f"cannot read {path}: {exc.strerror or exc}; check the path") from exc
+    plans: dict[str, dict[TopicPartition, int]] = {}
+    for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        cells = [c.strip() for c in row]
+        if not any(cells):
+            continue
+        try:
+            if len(cells) == 3:
+                targets, (topic, partition, offset) = list(groups), cells
+            elif len(cells) == 4:
+                group, topic, partition, offset = cells
+                targets = [group]
+            else:
+                raise ValueError
+            tp = TopicPartition(topic, int(partition))
+            for group in targets:
+                plans.setdefault(group, {})[tp] = int(offset)
+        except ValueError:
+            raise ToolError(
+                f"{path}, line {number}: expected topic,partition,offset or "
+                f"group,topic,partition,offset, got {','.join(row)!r}"
+            ) from None
+    return plans
+
+
+def _export(plans: Mapping[str, Mapping[TopicPartition, int]]) -> str:
+    """The plan as Kafka's tool exports it (a group column only when there are several)."""
+    lines = []
+    for group, plan in sorted(plans.items()):
+        for tp, offset in sorted(plan.items()):
+            fields = [tp.topic, str(tp.partition), str(offset)]
+            lines.append(",".join([group, *fields] if len(plans) > 1 else fields))
+    return "".join(f"{line}\n" for line in lines) + "\n"
+
+
+def _clamped(admin: Admin, wanted: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """``wanted`` offsets, each moved into its partition's log (the nearest end), as Kafka."""
+    from samsa.client.admin import OffsetSpec
+
+    partitions = list(wanted)
+    earliest = admin.list_offsets(dict.fromkeys(partitions, int(OffsetSpec.EARLIEST)))
+    latest = admin.list_offsets(dict.fromkeys(partitions, int(OffsetSpec.LATEST)))
+    return {tp: min(max(wanted[tp], earliest[tp].offset), latest[tp].offset) for tp in partitions}
+
+
 def _new_offsets(
     admin: Admin,
     options: argparse.Namespace,
@@ -406,8 +519,12 @@ def _new_offsets(
         return latest
     if options.to_current:
         return {tp: committed.get(tp, latest[tp]) for tp in partitions}
-    if options.to_datetime is not None:
-        by_time = offsets(_timestamp_ms(options.to_datetime))
+    if options.to_datetime is not None or options.by_duration is not None:
+        if options.to_datetime is not None:
+            timestamp = _timestamp_ms(options.to_datetime)
+        else:
+            timestamp = int(time.time() * 1000) - _duration(options.by_duration)
+        by_time = offsets(timestamp)
         # No record at or after the time: the log end, as Kafka does.
         return {tp: by_time[tp] if by_time[tp] >= 0 else latest[tp] for tp in partitions}
     earliest = offsets(OffsetSpec.EARLIEST)
@@ -439,10 +556,22 @@ def _reset(admin: Admin, groups: list[str], options: argparse.Namespace) -> int:
             )
     specs = _parse_topics(options.topic) if options.topic else []
     named = _topic_partitions(admin, specs) if specs else []
+    from_file = _read_plan(options.from_file, groups) if options.from_file is not None else None
     rows: list[list[object]] = []
     plans: dict[str, dict[TopicPartition, int]] = {}
     for group in groups:
         committed = {tp: om.offset for tp, om in admin.list_group_offsets(group).items()}
+        if from_file is not None:
+            requested = from_file.get(group, {})
+            if not requested:
+                note(PROG, f"{options.from_file} has no offsets for group {group!r}")
+                continue
+            _topic_partitions(admin, [(tp.topic, [tp.partition]) for tp in requested])
+            plans[group] = _clamped(admin, requested)
+            rows.extend(
+                [group, tp.topic, tp.partition, o] for tp, o in sorted(plans[group].items())
+            )
+            continue
         partitions = named if specs else sorted(committed)
         if not partitions:
             note(PROG, f"group {group!r} has no committed offsets; name topics with --topic")
@@ -456,7 +585,10 @@ def _reset(admin: Admin, groups: list[str], options: argparse.Namespace) -> int:
             except KafkaError as exc:
                 raise ToolError(f"cannot commit the new offsets of group {group!r}: "
                                 f"{reason(exc)}") from exc  # fmt: skip
-    print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows)
+    if options.export:
+        print(_export(plans), end="")
+    else:
+        print_table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"], rows)
     if not options.execute and not options.dry_run:
         note(PROG, "dry run: nothing was changed; add --execute to commit these offsets "
                    "(or --dry-run to say this is what you meant)")  # fmt: skip

@@ -16,21 +16,45 @@ Deliberate differences from Kafka's tool: a file that is corrupt or ends inside 
 batch or an entry stops with one line on stderr naming the file and byte position
 (after the lines that could be read) and exit code 1, where Kafka prints "Found N
 invalid bytes" or a stack trace. Only RecordBatch v2 (magic 2) is read. There is no
-``--verify-index-only``, ``--index-sanity-check`` or decoder option: indexes are
-listed, not checked against their log, and keys and payloads are shown as
-UTF-8 text (invalid bytes replaced), as Kafka's default StringDecoder shows them.
+``--verify-index-only`` or ``--index-sanity-check``: indexes are listed, not checked
+against their log. Keys and payloads are shown as UTF-8 text (invalid bytes
+replaced), as Kafka's default StringDecoder shows them, unless a decoder is named:
+
+- ``--offsets-decoder``: records of ``__consumer_offsets`` (offset commits and group
+  metadata, a consumer group's subscriptions and assignments decoded too);
+- ``--transaction-log-decoder``: records of ``__transaction_state``.
+
+Either implies ``--print-data-log`` and prints Kafka's JSON, ``key: {"type":"1",
+"data":{…}} payload: {"version":"3","data":{…}}``; a deleted entry's payload is
+``<DELETE>``. A record the decoder cannot read is reported on stderr ("Error at
+offset N, skipping.", "Unknown record type N at offset M, skipping.") and printed
+without its key and payload.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
+from samsa.coordinator.group.records import (
+    GROUP_METADATA_KEY_VERSION,
+    decode_group_metadata_key,
+    decode_group_metadata_value,
+    decode_offset_key,
+    decode_offset_value,
+    key_version,
+)
+from samsa.coordinator.transaction.records import (
+    decode_transaction_log_key,
+    decode_transaction_log_value,
+)
 from samsa.errors import SamsaError
 from samsa.records.batch import (
     LOG_OVERHEAD,
@@ -71,6 +95,7 @@ class DumpOptions:
     print_data_log: bool = False
     skip_record_metadata: bool = False
     max_bytes: int | None = None
+    decoder: str | None = None  # "offsets" or "transaction-log"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,11 +107,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: name the files to dump, as arguments or with --files a.log,b.index",
               file=sys.stderr)  # fmt: skip
         return 2
+    if args.offsets_decoder and args.transaction_log_decoder:
+        print(f"{PROG}: give one decoder: --offsets-decoder or --transaction-log-decoder",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    decoder = (
+        "offsets" if args.offsets_decoder
+        else "transaction-log" if args.transaction_log_decoder
+        else None
+    )  # fmt: skip
     options = DumpOptions(
-        deep_iteration=args.deep_iteration or args.print_data_log,
-        print_data_log=args.print_data_log,
+        deep_iteration=args.deep_iteration or args.print_data_log or decoder is not None,
+        print_data_log=args.print_data_log or decoder is not None,
         skip_record_metadata=args.skip_record_metadata,
         max_bytes=args.max_bytes,
+        decoder=decoder,
     )
     status = 0
     try:
@@ -146,7 +181,7 @@ def _dump_log(path: Path, options: DumpOptions, out: TextIO, err: TextIO) -> Non
                     if last_offset is not None and record.offset != last_offset + 1:
                         gaps.append((last_offset, record.offset))
                     last_offset = record.offset
-                    out.write(_record_line(batch, record, options) + "\n")
+                    out.write(_record_line(batch, record, options, err) + "\n")
             position += batch.size
     if gaps:
         # Kafka reports these too; compaction makes them on purpose.
@@ -235,7 +270,7 @@ def _batch_line(batch: RecordBatchView, position: int) -> str:
     )
 
 
-def _record_line(batch: RecordBatchView, record: Record, options: DumpOptions) -> str:
+def _record_line(batch: RecordBatchView, record: Record, options: DumpOptions, err: TextIO) -> str:
     parts = ["|"]
     if not options.skip_record_metadata:
         sequence = NO_SEQUENCE
@@ -249,7 +284,11 @@ def _record_line(batch: RecordBatchView, record: Record, options: DumpOptions) -
         )
         if batch.is_control:
             parts.append(_control_fields(record))
-    if options.print_data_log and not batch.is_control:
+    if options.print_data_log and not batch.is_control and options.decoder is not None:
+        decoded = _decode_coordinator_record(record, options.decoder, err)
+        if decoded is not None:
+            parts += [f"key: {decoded[0]}", f"payload: {decoded[1]}"]
+    elif options.print_data_log and not batch.is_control:
         if record.key is not None:
             parts.append(f"key: {_text(record.key)}")
         if record.value is not None:
@@ -274,6 +313,162 @@ def _size(field: bytes | None) -> int:
 
 def _text(field: bytes) -> str:
     return field.decode("utf-8", errors="replace")
+
+
+# -- decoders of the coordinators' topics -----------------------------------------------------
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _b64(data: bytes | None) -> str | None:
+    """Bytes as Kafka's generated JSON writes them: base64, null for null."""
+    return None if data is None else base64.b64encode(data).decode()
+
+
+def _topic_partitions_json(pairs: tuple[tuple[str, tuple[int, ...]], ...]) -> list[object]:
+    return [{"topic": topic, "partitions": list(ids)} for topic, ids in pairs]
+
+
+def _subscription_json(data: bytes) -> object:
+    from samsa.protocol.consumer_protocol import parse_subscription
+
+    sub = parse_subscription(data)
+    version = min(sub.version, 3)
+    fields: dict[str, object] = {"topics": list(sub.topics), "userData": _b64(sub.user_data)}
+    if version >= 1:
+        fields["ownedPartitions"] = _topic_partitions_json(sub.owned_partitions)
+    if version >= 2:
+        fields["generationId"] = sub.generation_id
+    if version >= 3:
+        fields["rackId"] = sub.rack_id
+    return fields
+
+
+def _assignment_json(data: bytes) -> object:
+    from samsa.protocol.consumer_protocol import parse_assignment
+
+    assignment = parse_assignment(data)
+    return {
+        "assignedPartitions": _topic_partitions_json(assignment.partitions),
+        "userData": _b64(assignment.user_data),
+    }
+
+
+def _group_metadata_json(version: int, data: bytes) -> dict[str, object]:
+    value = decode_group_metadata_value(data)
+    consumer = value.protocol_type == "consumer"
+    fields: dict[str, object] = {
+        "protocolType": value.protocol_type,
+        "generation": value.generation,
+        "protocol": value.protocol,
+        "leader": value.leader,
+    }
+    if version >= 2:
+        fields["currentStateTimestamp"] = value.current_state_timestamp
+    members = []
+    for m in value.members:
+        member: dict[str, object] = {"memberId": m.member_id}
+        if version >= 3:
+            member["groupInstanceId"] = m.group_instance_id
+        member.update(clientId=m.client_id, clientHost=m.client_host)
+        if version >= 1:
+            member["rebalanceTimeout"] = m.rebalance_timeout
+        member["sessionTimeout"] = m.session_timeout
+        member["subscription"] = (
+            _subscription_json(m.subscription) if consumer else _b64(m.subscription)
+        )
+        member["assignment"] = _assignment_json(m.assignment) if consumer else _b64(m.assignment)
+        members.append(member)
+    fields["members"] = members
+    return fields
+
+
+def _offsets_record(key: bytes, value: bytes | None) -> tuple[str, str]:
+    version = key_version(key)
+    if version == GROUP_METADATA_KEY_VERSION:
+        key_json = {"type": str(version), "data": {"group": decode_group_metadata_key(key)}}
+        if value is None:
+            return _json(key_json), "<DELETE>"
+        value_version = key_version(value)
+        payload: dict[str, Any] = {"version": str(value_version)}
+        payload["data"] = _group_metadata_json(value_version, value)
+        return _json(key_json), _json(payload)
+    if version not in (0, 1):
+        raise _UnknownType(version)
+    offset_key = decode_offset_key(key)
+    key_json = {
+        "type": str(version),
+        "data": {"group": offset_key.group, "topic": offset_key.topic,
+                 "partition": offset_key.partition},
+    }  # fmt: skip
+    if value is None:
+        return _json(key_json), "<DELETE>"
+    value_version = key_version(value)
+    offset = decode_offset_value(value)
+    data: dict[str, object] = {"offset": offset.offset}
+    if value_version >= 3:
+        data["leaderEpoch"] = offset.leader_epoch
+    data.update(metadata=offset.metadata, commitTimestamp=offset.commit_timestamp)
+    return _json(key_json), _json({"version": str(value_version), "data": data})
+
+
+def _transaction_record(key: bytes, value: bytes | None) -> tuple[str, str]:
+    version = key_version(key)
+    if version != 0:
+        raise _UnknownType(version)
+    key_json = {"type": "0", "data": {"transactionalId": decode_transaction_log_key(key)}}
+    if value is None:
+        return _json(key_json), "<DELETE>"
+    state = decode_transaction_log_value(value)
+    partitions = state.transaction_partitions
+    data: dict[str, object] = {
+        "producerId": state.producer_id,
+        "producerEpoch": state.producer_epoch,
+        "transactionTimeoutMs": state.transaction_timeout_ms,
+        "transactionStatus": state.transaction_status,
+        "transactionPartitions": None if partitions is None else [
+            {"topic": topic, "partitionIds": list(ids)} for topic, ids in partitions
+        ],
+        "transactionLastUpdateTimestampMs": state.last_update_timestamp_ms,
+        "transactionStartTimestampMs": state.start_timestamp_ms,
+    }  # fmt: skip
+    # Version 1's tagged fields, written only when they differ from their defaults.
+    for name, current, default in (
+        ("previousProducerId", state.previous_producer_id, -1),
+        ("nextProducerId", state.next_producer_id, -1),
+        ("clientTransactionVersion", state.client_transaction_version, 0),
+        ("nextProducerEpoch", state.next_producer_epoch, -1),
+    ):
+        if current != default:
+            data[name] = current
+    return _json(key_json), _json({"version": str(key_version(value)), "data": data})
+
+
+class _UnknownType(Exception):
+    """Raised for a key version the chosen decoder does not know."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(version)
+        self.version = version
+
+
+def _decode_coordinator_record(record: Record, decoder: str, err: TextIO) -> tuple[str, str] | None:
+    """``(key, payload)`` as Kafka's parser prints them, or None (said on ``err``) if unreadable."""
+    if record.key is None:
+        raise DumpError(
+            f"Failed to decode message at offset {record.offset} using the specified decoder "
+            "(message had a missing key)"
+        )
+    parse = _offsets_record if decoder == "offsets" else _transaction_record
+    try:
+        return parse(record.key, record.value)
+    except _UnknownType as exc:
+        err.write(f"Unknown record type {exc.version} at offset {record.offset}, skipping.\n")
+    except (SamsaError, ValueError) as exc:
+        err.write(f"Error at offset {record.offset}, skipping. {_reason(exc)}\n")
+    return None
 
 
 # -- indexes and producer state ----------------------------------------------------------------

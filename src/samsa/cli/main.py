@@ -6,13 +6,13 @@ import argparse
 import asyncio
 import gc
 import importlib
-import importlib.metadata
 import logging
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from samsa.cli.session import PrintVersion
 from samsa.errors import SamsaError
 
 
@@ -92,41 +92,18 @@ def _admin_tool(module: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
-class _PrintVersion(argparse.Action):
-    """``--version``: the installed package's version, looked up only when asked for."""
-
-    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
-        super().__init__(
-            option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-            help="print the version of samsa and exit",
-        )  # fmt: skip
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: object,
-        option_string: str | None = None,
-    ) -> None:
-        try:
-            version = importlib.metadata.version("samsa")
-        except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
-            from samsa import __version__ as version
-        print(f"samsa {version}")
-        parser.exit()
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="samsa", description="A streaming platform that speaks the Kafka protocol."
     )
-    parser.add_argument("--version", action=_PrintVersion)
+    parser.add_argument("--version", action=PrintVersion)
     parser.add_argument(
         "--log-level",
         help="DEBUG, INFO, WARNING or ERROR (default INFO for serve, WARNING for the tools)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run a broker")
+    serve.add_argument("--version", action=PrintVersion)
     serve.add_argument("--config", type=Path, help="a server.properties file")
     serve.add_argument(
         "--override",
@@ -141,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print what segment (.log), index (.index, .timeindex, .txnindex) and "
         "producer snapshot (.snapshot) files hold, in kafka-dump-log's format.",
     )
+    dump_log.add_argument("--version", action=PrintVersion)
     dump_log.add_argument("paths", nargs="*", metavar="FILE", help="files to dump")
     dump_log.add_argument("--files", metavar="FILE,FILE", help="files to dump, comma-separated")
     dump_log.add_argument(
@@ -159,6 +137,16 @@ def build_parser() -> argparse.ArgumentParser:
     dump_log.add_argument(
         "--max-bytes", type=int, metavar="N", help="read only the first N bytes of .log files"
     )
+    dump_log.add_argument(
+        "--offsets-decoder",
+        action="store_true",
+        help="decode records of __consumer_offsets (implies --print-data-log)",
+    )
+    dump_log.add_argument(
+        "--transaction-log-decoder",
+        action="store_true",
+        help="decode records of __transaction_state (implies --print-data-log)",
+    )
     dump_log.set_defaults(func=_dump_log)
     for name, module, summary in (
         ("topics", "topics", "create, list, describe, alter and delete topics (kafka-topics)"),
@@ -176,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
          "elect preferred or unclean partition leaders (kafka-leader-election)"),
         ("log-dirs", "log_dirs", "describe the brokers' log dirs (kafka-log-dirs)"),
         ("configs", "configs",
-         "alter and describe client quotas of users and client ids (kafka-configs)"),
+         "alter and describe topic, broker and client configs (kafka-configs)"),
         ("reassign-partitions", "reassign_partitions",
          "move partitions between brokers (kafka-reassign-partitions)"),
         ("console", "console",

@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--bootstrap-server",
+        "--broker-list",
+        dest="bootstrap_server",
         metavar="HOST:PORT",
         help="the broker(s) to connect to (or bootstrap.servers in --producer-props)",
     )

@@ -8,6 +8,7 @@ failed (the broker refused, timed out or cannot be reached), 2 the command line 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import socket
 import sys
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DeliveryFailures",
+    "PrintVersion",
     "ToolError",
     "UsageError",
     "add_connection_arguments",
@@ -43,6 +45,40 @@ class ToolError(SamsaError):
 
 class UsageError(ToolError):
     """Raised when the command line asks for something impossible (exit code 2)."""
+
+
+class PrintVersion(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked for.
+
+    Every subcommand takes it, as every kafka-*.sh tool does; it prints one line on
+    stdout and exits 0, whatever else the command line says.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+            help="print the version of samsa and exit",
+        )  # fmt: skip
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        print(f"samsa {samsa_version()}")
+        parser.exit()
+
+
+def samsa_version() -> str:
+    """The installed package's version (the source tree's when run from a checkout)."""
+    try:
+        return importlib.metadata.version("samsa")
+    except importlib.metadata.PackageNotFoundError:
+        from samsa import __version__
+
+        return __version__
 
 
 class DeliveryFailures:
@@ -83,10 +119,18 @@ def reason(exc: KafkaError) -> str:
     return detail if f"[{exc.name}]" in detail else str(exc)
 
 
-def add_connection_arguments(parser: argparse.ArgumentParser, config_flag: str) -> None:
-    """``--bootstrap-server`` and the flag naming a file of client properties."""
+def add_connection_arguments(
+    parser: argparse.ArgumentParser, config_flag: str, *, broker_list: bool = False
+) -> None:
+    """``--bootstrap-server`` and the flag naming a file of client properties.
+
+    ``broker_list``: ``--broker-list`` is accepted as another name of ``--bootstrap-server``
+    (deprecated in Kafka, still typed).
+    """
     parser.add_argument(
         "--bootstrap-server",
+        *(["--broker-list"] if broker_list else []),
+        dest="bootstrap_server",
         required=True,
         metavar="HOST:PORT",
         help="the broker(s) to connect to, comma-separated (required)",
@@ -182,6 +226,8 @@ def run_tool(
     printing any failure as one line on stderr; the exit code."""
     from samsa.client.errors import ClientTimeoutError
 
+    if "--version" not in parser._option_string_actions:
+        parser.add_argument("--version", action=PrintVersion)
     options = parser.parse_args(argv)
     try:
         return body(options)
