@@ -146,7 +146,7 @@ lint: $(SPARK)
 # rather than compute, so two share this project's 2-core machines well.
 TEST_WORKERS ?= 2
 test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(JVM)
-	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
 test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(RDKAFKA_DEV)
 	$(BIN)/pytest -m slow -q

@@ -1,6 +1,6 @@
 """Apache Kafka (KRaft, one node) and samsa side by side, each started once for the suite.
 
-Both share one xdist group, so one test process runs the suite and one JVM serves it.
+Each test process that runs part of the suite starts its own pair (session fixtures).
 Kafka's jars come from ``make jvm``; without them the suite fails (it never skips)."""
 
 from __future__ import annotations
@@ -20,12 +20,6 @@ SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
 }
 """Broker settings both are given, so that their defaults do not decide a comparison."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/oracle/" in str(item.path):
-            item.add_marker(pytest.mark.xdist_group("kafka"))
 
 
 @pytest.fixture(scope="session")
