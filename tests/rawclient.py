@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import socket
 import struct
@@ -74,7 +75,17 @@ def read_response(sock: socket.socket, api_key: int, version: int) -> Any:
 def read_response_with_id(sock: socket.socket, api_key: int, version: int) -> tuple[int, Any]:
     """Read one response frame from ``sock``: its correlation id and the decoded response."""
     size = struct.unpack(">i", recv_exactly(sock, 4))[0]
-    frame = recv_exactly(sock, size)
+    return decode_response(recv_exactly(sock, size), api_key, version)
+
+
+async def read_response_async(reader: asyncio.StreamReader, api_key: int, version: int) -> Any:
+    """Read one response frame from ``reader`` and return it decoded."""
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    return decode_response(await reader.readexactly(size), api_key, version)[1]
+
+
+def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    """A response frame (without its size): its correlation id and the decoded response."""
     legacy = legacy_version(api_key, version)
     if legacy is not None:  # response header v0
         return struct.unpack_from(">i", frame)[0], decode_legacy_response(legacy, frame[4:])

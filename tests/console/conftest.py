@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from samsa.client import Admin
 from samsa.testing import BrokerProcess, start_broker
 
 
@@ -19,3 +20,10 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield process
     finally:
         process.stop()
+
+
+@pytest.fixture
+def admin(broker: BrokerProcess) -> Iterator[Admin]:
+    """An admin client of the module's broker."""
+    with Admin({"bootstrap.servers": broker.bootstrap}) as client:
+        yield client

@@ -74,12 +74,6 @@ def console(
         process.stop()
 
 
-@pytest.fixture
-def admin(broker: BrokerProcess) -> Iterator[Admin]:
-    with Admin({"bootstrap.servers": broker.bootstrap}) as client:
-        yield client
-
-
 def port_of(console: ConsoleProcess) -> int:
     return int(console.url.rpartition(":")[2])
 

@@ -47,12 +47,6 @@ def console(
         process.stop()
 
 
-@pytest.fixture
-def admin(broker: BrokerProcess) -> Iterator[Admin]:
-    with Admin({"bootstrap.servers": broker.bootstrap}) as client:
-        yield client
-
-
 def notice(location: str, kind: str = "notice") -> str:
     """The notice (or error) a redirect carries to the next page."""
     return parse_qs(urlsplit(location).query)[kind][0]

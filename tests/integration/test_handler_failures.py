@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kio.index import load_request_schema, load_response_schema
-from kio.serial import entity_reader, entity_writer
+from kio.index import load_request_schema
+from kio.serial import entity_writer
+from tests.rawclient import read_response_async
 
 from samsa.broker.config import BrokerConfig
 from samsa.broker.server import Broker
@@ -49,14 +50,6 @@ def _frame(api_key: int, version: int, correlation_id: int) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-async def _read_response(reader: asyncio.StreamReader, api_key: int, version: int) -> Any:
-    (size,) = struct.unpack(">i", await reader.readexactly(4))
-    frame = await reader.readexactly(size)
-    response_cls = load_response_schema(api_key, version)
-    _, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
-    return entity_reader(response_cls)(frame, header_size)[0]
-
-
 def _with_broker(
     tmp_path: Path,
     handler: Callable[[RequestHeader, Any], Awaitable[Any]],
@@ -83,7 +76,7 @@ def test_a_handler_that_raises_is_answered_with_unknown_server_error(tmp_path: P
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         for correlation_id in (1, 2):  # the connection stays usable
             writer.write(_frame(UPDATE_FEATURES, 1, correlation_id))
-            response = await _read_response(reader, UPDATE_FEATURES, 1)
+            response = await read_response_async(reader, UPDATE_FEATURES, 1)
             assert response.error_code == UNKNOWN_SERVER_ERROR
             assert response.error_message == "ZeroDivisionError: a handler bug"
         writer.close()
@@ -98,7 +91,7 @@ def test_a_kafka_error_escaping_a_handler_is_answered_with_its_own_code(tmp_path
     async def scenario(port: int) -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(_frame(UPDATE_FEATURES, 1, 1))
-        response = await _read_response(reader, UPDATE_FEATURES, 1)
+        response = await read_response_async(reader, UPDATE_FEATURES, 1)
         assert response.error_code == NOT_CONTROLLER
         writer.close()
 
@@ -126,7 +119,7 @@ def test_repeated_handler_failures_log_one_warning_per_connection_and_one_traceb
             for correlation_id in range(50):
                 writer.write(_frame(UPDATE_FEATURES, 1, correlation_id))
             for _ in range(50):
-                await _read_response(reader, UPDATE_FEATURES, 1)
+                await read_response_async(reader, UPDATE_FEATURES, 1)
             writer.close()
 
     with caplog.at_level(logging.WARNING, logger="samsa.broker.server"):

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 from kio.index import load_response_schema
-from kio.serial import entity_reader
-from tests.rawclient import request_frame
+from tests.rawclient import read_response_async, request_frame
 
 from samsa.broker.config import BrokerConfig
 from samsa.broker.handlers.metadata import ErrorEntries, encode_entity
@@ -43,14 +42,6 @@ def _metadata_frame(names: list[str], correlation_id: int) -> bytes:
         topics += [bytes(16), encode_uvarint(len(encoded) + 1), encoded, b"\0"]
     body = b"".join([header, *topics, b"\0\0\0"])  # no creation, no operations, no tags
     return struct.pack(">i", len(body)) + body
-
-
-async def _read_response(reader: asyncio.StreamReader, api_key: int, version: int) -> Any:
-    (size,) = struct.unpack(">i", await reader.readexactly(4))
-    frame = await reader.readexactly(size)
-    response_cls = load_response_schema(api_key, version)
-    _, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
-    return entity_reader(response_cls)(frame, header_size)[0]
 
 
 def test_the_metadata_frame_written_here_is_the_one_kio_writes() -> None:
@@ -108,11 +99,15 @@ def test_other_clients_are_answered_while_a_metadata_request_of_200k_topics_is(
             await asyncio.wait_for(started.wait(), 60)
 
             small_writer.write(request_frame(API_VERSIONS, 3, {}, correlation_id=2))
-            versions = await asyncio.wait_for(_read_response(small_reader, API_VERSIONS, 3), 60)
+            versions = await asyncio.wait_for(
+                read_response_async(small_reader, API_VERSIONS, 3), 60
+            )
             assert versions.error_code == ErrorCode.NONE
             assert not finished.is_set(), "answered only after the Metadata handler ended"
 
-            metadata = await asyncio.wait_for(_read_response(big_reader, METADATA, VERSION), 60)
+            metadata = await asyncio.wait_for(
+                read_response_async(big_reader, METADATA, VERSION), 60
+            )
             assert [t.name for t in metadata.topics] == names
             assert {t.error_code for t in metadata.topics} == {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
             for writer in (big_writer, small_writer):
@@ -150,9 +145,9 @@ def test_a_request_of_megabytes_is_decoded_off_the_event_loop(
             big = _metadata_frame([f"missing-{i:06d}" for i in range(60_000)], 1)
             assert len(big) > 1 << 20
             writer.write(big + request_frame(API_VERSIONS, 3, {}, correlation_id=2))
-            metadata = await asyncio.wait_for(_read_response(reader, METADATA, VERSION), 60)
+            metadata = await asyncio.wait_for(read_response_async(reader, METADATA, VERSION), 60)
             assert len(metadata.topics) == 60_000
-            versions = await asyncio.wait_for(_read_response(reader, API_VERSIONS, 3), 60)
+            versions = await asyncio.wait_for(read_response_async(reader, API_VERSIONS, 3), 60)
             assert versions.error_code == ErrorCode.NONE
             writer.close()
         finally:
