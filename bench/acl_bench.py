@@ -39,7 +39,7 @@ from samsa.acl import (
     ResourcePattern,
     ResourceType,
 )
-from samsa.broker.authorizer import Authorizer
+from samsa.broker.security.authorizer import Authorizer
 from samsa.records import RecordBatchBuilder
 from samsa.testing import start_broker
 

@@ -123,7 +123,7 @@ def test_a_request_of_megabytes_is_decoded_off_the_event_loop(
 ) -> None:
     # Decoding a frame of tens of megabytes takes seconds: the loop must not wait for it.
     # The real decoder runs; a wrapper notes on which thread it ran for which frame size.
-    from samsa.broker import connection
+    from samsa.broker.network import connection
 
     decoded_on: dict[int, int] = {}
     real = connection.decode_request

@@ -222,6 +222,6 @@ def test_the_broker_log_does_not_grow_a_line_per_bad_frame(broker: BrokerProcess
     # (records counted by their first line; the event-loop watchdog's are about the machine).
     records = [
         line for line in grown.splitlines()
-        if line[:4].isdigit() and "samsa.broker.loop_monitor" not in line
+        if line[:4].isdigit() and "samsa.broker.network.loop_monitor" not in line
     ]  # fmt: skip
     assert len(records) <= 11, grown

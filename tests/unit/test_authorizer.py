@@ -18,7 +18,7 @@ from samsa.acl import (
     ResourcePattern,
     ResourceType,
 )
-from samsa.broker.authorizer import Authorizer
+from samsa.broker.security.authorizer import Authorizer
 from samsa.cluster import zk_data
 from samsa.cluster.acl_store import ACLS_FILE, LocalAclStore
 from samsa.errors import InvalidRequestError, KafkaStorageError

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from samsa.broker.fetch_session import (
+from samsa.broker.replication.fetch_session import (
     EVICTION_MS,
     INT32_MAX,
     SWEEP_MS,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from samsa.broker.replica_fetcher import truncation_point
+from samsa.broker.replication.replica_fetcher import truncation_point
 from samsa.storage.leader_epoch import LeaderEpochCache
 
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 
 import pytest
 
-from samsa.broker.frame_buffers import FrameBufferPool
-from samsa.broker.frame_receiver import SHARED_BUFFER_BYTES, Frame, FrameReceiver
+from samsa.broker.network.frame_buffers import FrameBufferPool
+from samsa.broker.network.frame_receiver import SHARED_BUFFER_BYTES, Frame, FrameReceiver
 from samsa.protocol.framing import FrameError
 
 MAX_FRAME_SIZE = 8 * 1024 * 1024

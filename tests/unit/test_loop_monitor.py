@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from samsa.broker.loop_monitor import LoopStallMonitor
+from samsa.broker.network.loop_monitor import LoopStallMonitor
 
 
 def _blocks_the_loop_for(seconds: float) -> None:
@@ -44,7 +44,7 @@ def _reports_of_the_block(caplog: pytest.LogCaptureFixture) -> list[logging.LogR
 def test_a_stall_is_logged_with_the_function_the_loop_is_stuck_in(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="samsa.broker.loop_monitor"):
+    with caplog.at_level(logging.INFO, logger="samsa.broker.network.loop_monitor"):
         monitor = asyncio.run(_watched(0.2, [1.0]))
     assert len(_reports_of_the_block(caplog)) == 1
     assert monitor.stalls >= 1
@@ -53,14 +53,14 @@ def test_a_stall_is_logged_with_the_function_the_loop_is_stuck_in(
 
 
 def test_a_loop_that_keeps_running_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="samsa.broker.loop_monitor"):
+    with caplog.at_level(logging.INFO, logger="samsa.broker.network.loop_monitor"):
         monitor = asyncio.run(_watched(1.0, [0.0, 0.0, 0.0]))
     assert monitor.stalls == 0
     assert not caplog.records
 
 
 def test_two_stalls_are_two_reports(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="samsa.broker.loop_monitor"):
+    with caplog.at_level(logging.WARNING, logger="samsa.broker.network.loop_monitor"):
         monitor = asyncio.run(_watched(0.2, [0.8, 0.8]))
     assert monitor.stalls >= 2
     assert len(_reports_of_the_block(caplog)) == 2
@@ -143,7 +143,7 @@ def test_the_end_of_a_stall_reports_its_whole_length_and_where_most_of_it_went(
         finally:
             monitor.stop()
 
-    with caplog.at_level(logging.WARNING, logger="samsa.broker.loop_monitor"):
+    with caplog.at_level(logging.WARNING, logger="samsa.broker.network.loop_monitor"):
         asyncio.run(decode_then_handle())
     first, *_ = (r.getMessage() for r in caplog.records if "_decodes_for" in r.getMessage())
     assert "has not run for" in first

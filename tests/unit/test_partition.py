@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import ManualClock, make_batch
 
-from samsa.broker.partition import LeaderAndIsrState, Partition
+from samsa.broker.replication.partition import LeaderAndIsrState, Partition
 from samsa.errors import (
     ErrorCode,
     FencedLeaderEpochError,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import make_batch
 
-from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.cluster.local import LocalMetadataStore
 from samsa.errors import OffsetOutOfRangeError, PolicyViolationError
 from samsa.records.builder import RecordBatchBuilder

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from samsa.broker.replicas import FollowerState, LeaderReplicas
+from samsa.broker.replication.replicas import FollowerState, LeaderReplicas
 
 LAG_MS = 30_000
 T0 = 1_000_000

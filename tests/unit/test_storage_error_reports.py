@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import make_batch
 from tests.resource_limits import file_size_limit
 
-from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.cluster.local import LocalMetadataStore
 from samsa.errors import KafkaStorageError
 from samsa.storage import LogConfig, LogManager
@@ -54,7 +54,7 @@ def test_storage_failures_are_reported_once_per_partition_per_minute(
     replica_manager = ReplicaManager(log_manager, metadata, LogConfig(), monotonic=seconds)
     replica_manager.load()
     size = replica_manager.partition(TP).log.active_segment.size
-    caplog.set_level(logging.ERROR, logger="samsa.broker.replica_manager")
+    caplog.set_level(logging.ERROR, logger="samsa.broker.replication.replica_manager")
     with file_size_limit(size + 10):
         _failed_appends(replica_manager, 3)
         seconds.now += 59

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samsa.broker.security_config import (
+from samsa.broker.security.security_config import (
     SECURITY_CONFIG_KEYS,
     SECURITY_PROTOCOLS,
     ListenerSecurity,

@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from samsa.broker.config import BROKER_CONFIG, BrokerConfig
-from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.errors import ConfigError, InvalidRequestError, KafkaError, KafkaStorageError
 from samsa.storage import LogManager
 from samsa.storage.data_dir_file import DataDirFile

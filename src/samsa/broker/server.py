@@ -3,11 +3,11 @@
 One asyncio loop (uvloop when installed). :class:`Broker` builds the broker's
 parts — logs, partitions, coordinators, handlers — and, with
 ``zookeeper.connect`` set, its link to a ZooKeeper cluster
-(:mod:`samsa.broker.zk_cluster`); without it, a single node that needs no other
-process. Each accepted socket becomes a :class:`~samsa.broker.connection.Connection`.
+(:mod:`samsa.broker.metadata.zk_cluster`); without it, a single node that needs no other
+process. Each accepted socket becomes a :class:`~samsa.broker.network.connection.Connection`.
 
 ``max.connections`` and ``max.connections.per.ip`` are applied where
-connections are accepted (:mod:`samsa.broker.acceptor`), which also logs
+connections are accepted (:mod:`samsa.broker.network.acceptor`), which also logs
 running out of descriptors.
 
 The broker counts what it serves as it goes (:mod:`samsa.broker.metrics`); with
@@ -26,41 +26,41 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from samsa.broker.acceptor import (
+from samsa.broker.api import request_listener
+from samsa.broker.config import BrokerConfig, Listener
+from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
+from samsa.broker.handlers import Services, register_all
+from samsa.broker.handlers.elections import ElectionResults, single_node_elections
+from samsa.broker.handlers.reassignments import single_node_reassignments
+from samsa.broker.metadata.metadata_cache import LocalMetadataCache, MetadataCache
+from samsa.broker.metadata.topic_manager import LocalTopicManager, TopicManager
+from samsa.broker.metadata.zk_cluster import ZkCluster
+from samsa.broker.metadata.zk_topic_manager import ZkTopicManager
+from samsa.broker.metrics.stats import ConnectionStats, RequestStats, StorageStats
+from samsa.broker.network.acceptor import (
     Acceptor,
     ConnectionQuotas,
     SpareDescriptor,
     is_out_of_descriptors,
     raise_open_files_limit,
 )
-from samsa.broker.api import request_listener
-from samsa.broker.authorizer import Authorizer, parse_super_users
-from samsa.broker.config import BrokerConfig, Listener
-from samsa.broker.connection import Connection
-from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
-from samsa.broker.frame_buffers import FrameBufferPool
-from samsa.broker.handlers import Services, register_all
-from samsa.broker.handlers.elections import ElectionResults, single_node_elections
-from samsa.broker.handlers.reassignments import single_node_reassignments
-from samsa.broker.loop_monitor import LoopStallMonitor
-from samsa.broker.marker_channel import TxnMarkerChannel
-from samsa.broker.memory_pool import RequestMemoryPool
-from samsa.broker.metadata_cache import LocalMetadataCache, MetadataCache
-from samsa.broker.metrics.stats import ConnectionStats, RequestStats, StorageStats
-from samsa.broker.partition import Partition
+from samsa.broker.network.connection import Connection
+from samsa.broker.network.frame_buffers import FrameBufferPool
+from samsa.broker.network.loop_monitor import LoopStallMonitor
+from samsa.broker.network.memory_pool import RequestMemoryPool
+from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.quota.manager import ClientQuotas
 from samsa.broker.quota.store import LocalQuotaStore, QuotaStore, ZkQuotaStore
 from samsa.broker.rate_limited_log import RateLimitedLog
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
-from samsa.broker.scram_credentials import (
+from samsa.broker.replication.marker_channel import TxnMarkerChannel
+from samsa.broker.replication.partition import Partition
+from samsa.broker.replication.replica_manager import ReplicaManager
+from samsa.broker.security.authorizer import Authorizer, parse_super_users
+from samsa.broker.security.scram_credentials import (
     LocalScramCredentials,
     ScramCredentials,
     ZkScramCredentials,
 )
-from samsa.broker.topic_manager import LocalTopicManager, TopicManager
-from samsa.broker.zk_cluster import ZkCluster
-from samsa.broker.zk_topic_manager import ZkTopicManager
 from samsa.cluster.acl_store import LocalAclStore, ZkAclStore
 from samsa.cluster.local import LocalMetadataStore, new_cluster_id
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator

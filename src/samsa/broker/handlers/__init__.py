@@ -34,13 +34,13 @@ from samsa.broker.handlers import (
     transactions,
     txn_markers,
 )
-from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.metadata.metadata_cache import MetadataCache
+from samsa.broker.metadata.topic_manager import TopicManager
+from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.quota.manager import ClientQuotas
 from samsa.broker.quota.store import QuotaStore
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
-from samsa.broker.scram_credentials import ScramCredentials
-from samsa.broker.topic_manager import TopicManager
+from samsa.broker.replication.replica_manager import ReplicaManager
+from samsa.broker.security.scram_credentials import ScramCredentials
 from samsa.coordinator.group.coordinator import GroupCoordinator
 from samsa.coordinator.transaction.coordinator import TransactionCoordinator
 

@@ -29,13 +29,13 @@ from samsa.acl import (
     ResourceType,
 )
 from samsa.broker.api import error_fields, respond
-from samsa.broker.authorizer import (
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.security.authorizer import (
     Authorizer,
     authorize_cluster,
     check_filter,
     current_authorizer,
 )
-from samsa.broker.registry import ApiRegistry
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import RequestHeader
 

@@ -11,7 +11,7 @@ from typing import Any
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 
 from samsa.broker.api import respond
-from samsa.broker.registry import ApiRegistry
+from samsa.broker.network.registry import ApiRegistry
 from samsa.errors import ErrorCode
 from samsa.protocol.build import build
 from samsa.protocol.codec import RequestHeader

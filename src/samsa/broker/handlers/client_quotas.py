@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from samsa.acl import AclOperation
 from samsa.broker.api import error_fields, respond
-from samsa.broker.authorizer import authorize_cluster
+from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.quota.entity import (
     FilterComponent,
     QuotaEntity,
@@ -33,7 +33,7 @@ from samsa.broker.quota.entity import (
 )
 from samsa.broker.quota.manager import ClientQuotas
 from samsa.broker.quota.store import QuotaStore
-from samsa.broker.registry import ApiRegistry
+from samsa.broker.security.authorizer import authorize_cluster
 from samsa.errors import ErrorCode, InvalidRequestError, KafkaError
 from samsa.protocol.codec import RequestHeader
 

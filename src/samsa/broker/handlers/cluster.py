@@ -19,10 +19,10 @@ from typing import Any
 
 from samsa.acl import AclOperation
 from samsa.broker.api import respond
-from samsa.broker.authorized_operations import cluster_operations
-from samsa.broker.authorizer import authorize_cluster
-from samsa.broker.metadata_cache import MetadataCache
-from samsa.broker.registry import ApiRegistry
+from samsa.broker.metadata.metadata_cache import MetadataCache
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.security.authorized_operations import cluster_operations
+from samsa.broker.security.authorizer import authorize_cluster
 from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
 

@@ -45,17 +45,17 @@ from typing import Any, Protocol
 from samsa.acl import AclOperation
 from samsa.acl import ResourceType as AclResourceType
 from samsa.broker.api import error_fields, respond
-from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BROKER_CONFIG, BrokerConfig
 from samsa.broker.dynamic_config import (
     DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIG_SYNONYMS,
     DynamicBrokerConfig,
 )
-from samsa.broker.metadata_cache import MetadataCache
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
-from samsa.broker.topic_manager import TopicManager
+from samsa.broker.metadata.metadata_cache import MetadataCache
+from samsa.broker.metadata.topic_manager import TopicManager
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.replication.replica_manager import ReplicaManager
+from samsa.broker.security.authorizer import authorize, authorize_cluster
 from samsa.cluster.local import validate_topic_name
 from samsa.config import ConfigDef, ConfigKey, ConfigType
 from samsa.errors import (

@@ -17,7 +17,7 @@ regions that the connection sends with ``os.sendfile``.
 Versions 13+ name topics by id.
 
 Versions 7+ may use incremental fetch sessions (KIP-227; the rules are in
-:mod:`samsa.broker.fetch_session`): session id 0 with epoch 0 makes a session
+:mod:`samsa.broker.replication.fetch_session`): session id 0 with epoch 0 makes a session
 (its id is answered, or 0 when the cache has no slot for it), epoch -1 is a
 sessionless full fetch (and closes the session it names), a session's id
 with its next epoch an incremental fetch. An incremental fetch updates the
@@ -87,9 +87,12 @@ from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import RawResponse
-from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BrokerConfig
-from samsa.broker.fetch_session import (
+from samsa.broker.metadata.metadata_cache import MetadataCache
+from samsa.broker.metrics.stats import add_remote_time, name_request, note_error
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.quota.manager import ClientQuotas, request_throttle
+from samsa.broker.replication.fetch_session import (
     FINAL_EPOCH,
     INITIAL_EPOCH,
     INVALID_SESSION_ID,
@@ -99,11 +102,8 @@ from samsa.broker.fetch_session import (
     key_of,
     next_epoch,
 )
-from samsa.broker.metadata_cache import MetadataCache
-from samsa.broker.metrics.stats import add_remote_time, name_request, note_error
-from samsa.broker.quota.manager import ClientQuotas, request_throttle
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.replication.replica_manager import ReplicaManager
+from samsa.broker.security.authorizer import authorize, authorize_cluster
 from samsa.errors import (
     ErrorCode,
     KafkaError,

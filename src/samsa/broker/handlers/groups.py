@@ -41,12 +41,12 @@ from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import client_host, error_fields, respond
-from samsa.broker.authorized_operations import group_operations
-from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BrokerConfig
-from samsa.broker.metadata_cache import MetadataCache
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.topic_manager import TopicManager
+from samsa.broker.metadata.metadata_cache import MetadataCache
+from samsa.broker.metadata.topic_manager import TopicManager
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.security.authorized_operations import group_operations
+from samsa.broker.security.authorizer import authorize, authorize_cluster
 from samsa.coordinator.group.coordinator import (
     GroupCoordinator,
     JoinRequest,

@@ -20,9 +20,9 @@ from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import respond
-from samsa.broker.authorizer import authorize, authorize_cluster
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.replication.replica_manager import ReplicaManager
+from samsa.broker.security.authorizer import authorize, authorize_cluster
 from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition

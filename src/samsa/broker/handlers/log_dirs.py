@@ -18,8 +18,8 @@ from typing import Any
 
 from samsa.acl import AclOperation
 from samsa.broker.api import respond
-from samsa.broker.authorizer import authorize_cluster
-from samsa.broker.registry import ApiRegistry
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.security.authorizer import authorize_cluster
 from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
 from samsa.storage import LogManager

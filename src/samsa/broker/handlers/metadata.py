@@ -53,13 +53,13 @@ from kio.serial import entity_writer
 
 from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import RawResponse, request_listener, respond, response_class
-from samsa.broker.authorized_operations import cluster_operations, topic_operations
-from samsa.broker.authorizer import authorize, authorize_cluster, authorized_names
 from samsa.broker.config import BrokerConfig
-from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.metadata.metadata_cache import MetadataCache
+from samsa.broker.metadata.topic_manager import TopicManager
+from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.quota.manager import ClientQuotas
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.topic_manager import TopicManager
+from samsa.broker.security.authorized_operations import cluster_operations, topic_operations
+from samsa.broker.security.authorizer import authorize, authorize_cluster, authorized_names
 from samsa.cluster.local import TopicInfo, validate_topic_name
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.build import build, nested_class

@@ -1,11 +1,11 @@
 """CreatePartitions (key 37, versions 0–3) and DeleteRecords (key 21, versions 0–2).
 
-The topic manager (:mod:`samsa.broker.topic_manager`) checks and makes the
+The topic manager (:mod:`samsa.broker.metadata.topic_manager`) checks and makes the
 new partitions (a single node: a manual assignment may name only this broker,
 one replica per partition). One request may add at most 10 000 partitions
 (POLICY_VIOLATION otherwise, as Kafka caps CreateTopics, KAFKA-17870).
 Both refuse internal topics (INVALID_TOPIC_EXCEPTION, see
-:mod:`samsa.broker.internal_topics`). DeleteRecords completes at once — there
+:mod:`samsa.broker.metadata.internal_topics`). DeleteRecords completes at once — there
 are no followers whose low watermark to wait for — so ``timeout`` is not used;
 offset -1 means the high watermark. With the authorizer on, CreatePartitions needs
 ALTER on each topic and DeleteRecords DELETE (TOPIC_AUTHORIZATION_FAILED), as Kafka's.
@@ -18,12 +18,12 @@ from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import error_fields, respond
-from samsa.broker.authorizer import authorize
-from samsa.broker.internal_topics import refuse_client_change
-from samsa.broker.metadata_cache import MetadataCache
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
-from samsa.broker.topic_manager import TopicManager
+from samsa.broker.metadata.internal_topics import refuse_client_change
+from samsa.broker.metadata.metadata_cache import MetadataCache
+from samsa.broker.metadata.topic_manager import TopicManager
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.replication.replica_manager import ReplicaManager
+from samsa.broker.security.authorizer import authorize
 from samsa.errors import (
     ErrorCode,
     InvalidRequestError,

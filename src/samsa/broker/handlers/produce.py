@@ -27,7 +27,7 @@ With the authorizer on, a transactional Produce needs WRITE on its transactional
 id (every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise) and
 each topic WRITE (TOPIC_AUTHORIZATION_FAILED for its partitions), as Kafka's.
 Clients may not append to internal topics (INVALID_TOPIC_EXCEPTION per
-partition, :mod:`samsa.broker.internal_topics`): only the coordinators write them.
+partition, :mod:`samsa.broker.metadata.internal_topics`): only the coordinators write them.
 Deviation: Kafka 4 verifies with the transaction coordinator that a
 transactional batch's partition was added to its transaction (KIP-890) and
 refuses it otherwise; samsa does not verify, and accepts transactional batches
@@ -50,13 +50,13 @@ from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import CloseConnectionRequest, Deferred, error_fields, respond
-from samsa.broker.authorizer import authorize
-from samsa.broker.internal_topics import refuse_client_change
-from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.metadata.internal_topics import refuse_client_change
+from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.metrics.stats import note_error
+from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.quota.manager import ClientQuotas, request_throttle
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.replication.replica_manager import ReplicaManager
+from samsa.broker.security.authorizer import authorize
 from samsa.errors import (
     CorruptRecordError,
     ErrorCode,

@@ -20,10 +20,10 @@ from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import respond
-from samsa.broker.authorizer import authorize, authorize_any, authorize_cluster
 from samsa.broker.handlers.transactions import for_version
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.topic_manager import TopicManager
+from samsa.broker.metadata.topic_manager import TopicManager
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.security.authorizer import authorize, authorize_any, authorize_cluster
 from samsa.coordinator.transaction.coordinator import TransactionCoordinator
 from samsa.errors import ErrorCode
 from samsa.protocol.build import duration_ms

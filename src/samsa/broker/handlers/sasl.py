@@ -2,7 +2,7 @@
 
 Served on SASL listeners before and after authentication (a second exchange
 re-authenticates, KIP-368); the exchange itself is the connection's
-:class:`~samsa.broker.sasl_authenticator.SaslAuthenticator`. On a listener
+:class:`~samsa.broker.security.sasl_authenticator.SaslAuthenticator`. On a listener
 without SASL, or for SaslAuthenticate after a completed exchange, both answer
 ILLEGAL_SASL_STATE, as Kafka does; on a SASL listener the connection is then
 closed. A failed exchange is answered (UNSUPPORTED_SASL_MECHANISM or
@@ -17,8 +17,8 @@ from datetime import timedelta
 from typing import Any
 
 from samsa.broker.api import respond
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.sasl_authenticator import (
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.security.sasl_authenticator import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     SaslAuthenticator,

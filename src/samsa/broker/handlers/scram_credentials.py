@@ -23,9 +23,9 @@ from typing import Any
 
 from samsa.acl import AclOperation
 from samsa.broker.api import broker_message, client_message, respond
-from samsa.broker.authorizer import authorize_cluster
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.scram_credentials import CredentialChange, ScramCredentials
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.security.authorizer import authorize_cluster
+from samsa.broker.security.scram_credentials import CredentialChange, ScramCredentials
 from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
 from samsa.security.scram import (

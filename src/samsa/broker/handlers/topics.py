@@ -1,11 +1,11 @@
 """CreateTopics (key 19, versions 0–7) and DeleteTopics (key 20, versions 0–6).
 
-The topic manager (:mod:`samsa.broker.topic_manager`) makes the change; this
+The topic manager (:mod:`samsa.broker.metadata.topic_manager`) makes the change; this
 module translates requests and responses; a created topic's answer (v5+) lists
 every topic config with its value and source, as Kafka's does (KIP-525). Topic
 configs are checked against Kafka's topic-level names here (INVALID_CONFIG
 otherwise). Internal topics cannot be deleted (INVALID_TOPIC_EXCEPTION, a deviation: see
-:mod:`samsa.broker.internal_topics`). With the authorizer on, creating a topic
+:mod:`samsa.broker.metadata.internal_topics`). With the authorizer on, creating a topic
 needs CREATE on the cluster or on the topic, deleting one DELETE on it
 (TOPIC_AUTHORIZATION_FAILED per topic), as Kafka's.
 """
@@ -17,12 +17,12 @@ from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import error_fields, respond
-from samsa.broker.authorizer import authorize, authorize_cluster
 from samsa.broker.config import BrokerConfig
-from samsa.broker.internal_topics import refuse_client_change
-from samsa.broker.metadata_cache import MetadataCache
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.topic_manager import NewTopic, TopicManager
+from samsa.broker.metadata.internal_topics import refuse_client_change
+from samsa.broker.metadata.metadata_cache import MetadataCache
+from samsa.broker.metadata.topic_manager import NewTopic, TopicManager
+from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.security.authorizer import authorize, authorize_cluster
 from samsa.errors import (
     ConfigError,
     ErrorCode,

@@ -15,10 +15,10 @@ from typing import Any
 
 from samsa.acl import AclOperation
 from samsa.broker.api import respond
-from samsa.broker.authorizer import authorize_cluster
+from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.quota.manager import request_throttle
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.replication.replica_manager import ReplicaManager
+from samsa.broker.security.authorizer import authorize_cluster
 from samsa.errors import ErrorCode
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition

@@ -52,8 +52,8 @@ from samsa.broker.metrics.stats import (
 from samsa.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from samsa.broker.loop_monitor import LoopStallMonitor
-    from samsa.broker.replica_manager import ReplicaManager
+    from samsa.broker.network.loop_monitor import LoopStallMonitor
+    from samsa.broker.replication.replica_manager import ReplicaManager
     from samsa.coordinator.group.coordinator import GroupCoordinator
     from samsa.storage import LogManager
 

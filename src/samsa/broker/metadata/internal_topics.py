@@ -18,7 +18,7 @@ What clients are refused, with INVALID_TOPIC_EXCEPTION:
   partitions to it moves groups to partitions that do not hold their state.
   samsa refuses them with the code Kafka uses for its other refusals here.
 
-The topic manager (:mod:`samsa.broker.topic_manager`) creates them the first
+The topic manager (:mod:`samsa.broker.metadata.topic_manager`) creates them the first
 time a coordinator needs them (FindCoordinator, InitProducerId, a
 transaction's offsets, auto-creation by Metadata), with their coordinator's
 partition count and configs.
@@ -26,7 +26,7 @@ partition count and configs.
 
 from __future__ import annotations
 
-from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC
 from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC
 from samsa.errors import InvalidTopicError

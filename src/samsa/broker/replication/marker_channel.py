@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from samsa.broker.metadata_cache import MetadataCache
-from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.metadata.metadata_cache import MetadataCache
+from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.client.connection import BrokerConnection
 from samsa.client.security import ClientSecurity
 from samsa.errors import BrokerNotAvailableError, ErrorCode, KafkaError

@@ -12,7 +12,7 @@ else is held, so a limit below ``socket.request.max.bytes`` slows large
 requests down but never stalls them for good. The bytes already read past the
 prefix when a connection is stopped (one socket read) are held beyond the limit.
 
-The buffers frames are received into are in :mod:`samsa.broker.frame_buffers`
+The buffers frames are received into are in :mod:`samsa.broker.network.frame_buffers`
 (a frame cut off midway goes back there, or is unmapped).
 
 Owned by the event loop; not thread-safe.

@@ -1,7 +1,7 @@
 """One client connection: frames in, handled one at a time, responses out in order.
 
 A connection receives its byte stream in place (an ``asyncio.BufferedProtocol``:
-the kernel writes into buffers :class:`~samsa.broker.frame_receiver.FrameReceiver`
+the kernel writes into buffers :class:`~samsa.broker.network.frame_receiver.FrameReceiver`
 hands out, a large frame straight into a pooled buffer of its own), splits it
 into frames (checked against ``socket.request.max.bytes`` before any
 allocation), handles them one at a time, and writes responses in request order.
@@ -18,7 +18,7 @@ On a TLS listener (SSL, SASL_SSL) the transport encrypts, so file regions are
 read and written through it instead of ``sendfile``; a client certificate makes
 the principal ``User:<DN>`` (mapped by ``ssl.principal.mapping.rules``). On a
 SASL listener the connection is served nothing but ApiVersions and the SASL
-exchange until it has authenticated (:mod:`samsa.broker.sasl_authenticator`).
+exchange until it has authenticated (:mod:`samsa.broker.security.sasl_authenticator`).
 
 A request over its client's quota is answered at once with its
 ``throttle_time_ms``; the connection then handles nothing more for that long
@@ -30,7 +30,7 @@ codes it answers are recorded once, when its response is written
 
 ``connections.max.idle.ms`` closes a connection that has sent nothing for that
 long (a half-sent frame included); ``queued.max.request.bytes`` bounds the
-bytes of requests held (:mod:`samsa.broker.memory_pool`).
+bytes of requests held (:mod:`samsa.broker.network.memory_pool`).
 """
 
 from __future__ import annotations
@@ -55,26 +55,26 @@ from samsa.broker.api import (
     request_listener,
     request_principal,
 )
-from samsa.broker.authorizer import Authorizer, current_authorizer
 from samsa.broker.config import BrokerConfig
-from samsa.broker.frame_buffers import FrameBufferPool
-from samsa.broker.frame_receiver import Frame, FrameReceiver
 from samsa.broker.handlers.api_versions import unsupported_version_response
 from samsa.broker.handlers.sasl import raw_token
-from samsa.broker.memory_pool import RequestMemoryPool
 from samsa.broker.metrics.stats import RequestStats, RequestTiming, request_timing
+from samsa.broker.network.frame_buffers import FrameBufferPool
+from samsa.broker.network.frame_receiver import Frame, FrameReceiver
+from samsa.broker.network.memory_pool import RequestMemoryPool
+from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.quota.loop_time import LoopTimed
 from samsa.broker.quota.manager import ClientQuotas, RequestThrottle, current_throttle
 from samsa.broker.rate_limited_log import RateLimitedLog
-from samsa.broker.registry import ApiRegistry
-from samsa.broker.sasl_authenticator import (
+from samsa.broker.security.authorizer import Authorizer, current_authorizer
+from samsa.broker.security.sasl_authenticator import (
     PRE_AUTHENTICATION_APIS,
     SASL_AUTHENTICATE,
     SaslAuthenticator,
     current_authenticator,
 )
-from samsa.broker.scram_credentials import ScramCredentials
-from samsa.broker.security_config import ListenerSecurity
+from samsa.broker.security.scram_credentials import ScramCredentials
+from samsa.broker.security.security_config import ListenerSecurity
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.codec import (
     RequestDecodeError,

@@ -1,7 +1,7 @@
 """Buffers that large request frames are received into, reused from one request to the next.
 
 A frame larger than a connection's shared read buffer is received straight into
-a buffer of its own (:mod:`samsa.broker.frame_receiver`), and the Produce path
+a buffer of its own (:mod:`samsa.broker.network.frame_receiver`), and the Produce path
 hands slices of it to the log, which assigns offsets in place and writes from
 it. Allocating such a buffer per request would cost a ``mmap``/``munmap`` (or a
 heap growth and trim) and a page fault per page of every request, so buffers

@@ -1,7 +1,7 @@
 """The partitions this broker holds: appends, reads, replication and the waits on them.
 
 Kafka's ``ReplicaManager``: it routes each request to its
-:class:`~samsa.broker.partition.Partition`, which leads or follows. A client
+:class:`~samsa.broker.replication.partition.Partition`, which leads or follows. A client
 request for a partition this broker does not lead gets
 NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and moves on).
 
@@ -45,10 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from samsa.broker.fetch_session import FetchSession, FetchSessionCache
-from samsa.broker.metadata_cache import MetadataCache
+from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.metrics.stats import BrokerTopicStats
-from samsa.broker.partition import LeaderAndIsrState, Partition, now_ms
+from samsa.broker.replication.fetch_session import FetchSession, FetchSessionCache
+from samsa.broker.replication.partition import LeaderAndIsrState, Partition, now_ms
 from samsa.cluster.local import TopicInfo
 from samsa.errors import (
     ErrorCode,

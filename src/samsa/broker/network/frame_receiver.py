@@ -12,7 +12,7 @@ splits them into frames (the bytes after each 4-byte big-endian size prefix):
   split across reads stay in the shared buffer (moved to its front when a
   later read needs the room).
 - A frame larger than the shared buffer is received into a buffer of its own
-  from the broker's :class:`~samsa.broker.frame_buffers.FrameBufferPool`: the
+  from the broker's :class:`~samsa.broker.network.frame_buffers.FrameBufferPool`: the
   bytes of it that came with its prefix are copied there, and the kernel writes
   the rest straight into it. The frame is a writable ``memoryview`` of that
   buffer, which goes back to the pool when :meth:`Frame.release` is called —
@@ -37,7 +37,7 @@ import contextlib
 import mmap
 import struct
 
-from samsa.broker.frame_buffers import FrameBufferPool
+from samsa.broker.network.frame_buffers import FrameBufferPool
 from samsa.protocol.framing import FrameError
 
 __all__ = ["Frame", "FrameReceiver"]

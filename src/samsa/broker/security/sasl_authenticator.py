@@ -24,8 +24,8 @@ import hmac
 import time
 from contextvars import ContextVar
 
-from samsa.broker.scram_credentials import ScramCredentials
-from samsa.broker.security_config import ListenerSecurity
+from samsa.broker.security.scram_credentials import ScramCredentials
+from samsa.broker.security.security_config import ListenerSecurity
 from samsa.security.scram import ScramError, ScramMechanism, ScramServer, parse_client_first
 
 __all__ = ["SaslAuthenticator", "SaslFailure", "current_authenticator"]

@@ -9,7 +9,7 @@ Handlers read topics, partition leadership and live brokers through
 * a cluster (:class:`~samsa.cluster.zk_metadata.ZkMetadataCache`): what
   ZooKeeper says, kept current from watches.
 
-Reads only: the topic lifecycle is :mod:`samsa.broker.topic_manager`'s.
+Reads only: the topic lifecycle is :mod:`samsa.broker.metadata.topic_manager`'s.
 """
 
 from __future__ import annotations

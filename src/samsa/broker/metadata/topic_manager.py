@@ -7,12 +7,12 @@ Handlers ask a :class:`TopicManager`; it decides how a change is made:
   first, all or none, then the topic table names it (so the table never
   names a partition without a log); a deleted topic leaves the table, its
   logs are removed and every group forgets its committed offsets;
-* a cluster (:mod:`samsa.broker.zk_topic_manager`): the change is written to
+* a cluster (:mod:`samsa.broker.metadata.zk_topic_manager`): the change is written to
   ZooKeeper, where the controller and every broker take it from.
 
 Checks shared by both (partition counts, replication factors, manual
 assignments, topic names) live here too; what a client may not do to an
-internal topic is checked by the handlers (:mod:`samsa.broker.internal_topics`).
+internal topic is checked by the handlers (:mod:`samsa.broker.metadata.internal_topics`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from samsa.broker.config import BrokerConfig
-from samsa.broker.internal_topics import TRANSACTION_STATE_CONFIGS_FIXED
-from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.metadata.internal_topics import TRANSACTION_STATE_CONFIGS_FIXED
+from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.cluster.local import LocalMetadataStore, TopicInfo, validate_topic_name
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from samsa.coordinator.transaction.coordinator import TRANSACTION_STATE_TOPIC

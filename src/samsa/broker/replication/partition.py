@@ -5,7 +5,7 @@ state it was given says (a leader epoch only moves forward; an older state is
 ignored):
 
 - as **leader** it takes appends, tracks its followers' log ends
-  (:class:`~samsa.broker.replicas.LeaderReplicas`), moves the high watermark to
+  (:class:`~samsa.broker.replication.replicas.LeaderReplicas`), moves the high watermark to
   the lowest log end over the ISR, and completes the ``acks=all`` appends
   waiting for it (Kafka's ``DelayedProduce``) — or fails them when leadership
   moves on. Becoming leader records the new epoch at the log end (Kafka's
@@ -28,9 +28,9 @@ import time
 from collections.abc import Container, Iterable
 from dataclasses import dataclass
 
-from samsa.broker.fetch_session import FetchSession, PartitionKey
 from samsa.broker.metrics.stats import TopicStats
-from samsa.broker.replicas import LeaderReplicas
+from samsa.broker.replication.fetch_session import FetchSession, PartitionKey
+from samsa.broker.replication.replicas import LeaderReplicas
 from samsa.errors import (
     ErrorCode,
     FencedLeaderEpochError,

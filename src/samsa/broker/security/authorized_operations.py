@@ -12,7 +12,7 @@ Kafka's "not computed" value.
 from __future__ import annotations
 
 from samsa.acl import CLUSTER_NAME, AclOperation, ResourceType
-from samsa.broker.authorizer import authorized_operations
+from samsa.broker.security.authorizer import authorized_operations
 
 __all__ = ["AclOperation", "cluster_operations", "group_operations", "topic_operations"]
 

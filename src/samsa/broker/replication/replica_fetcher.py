@@ -34,7 +34,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from samsa.broker.partition import Partition
+from samsa.broker.replication.partition import Partition
 from samsa.client.connection import BrokerConnection
 from samsa.client.security import ClientSecurity
 from samsa.errors import BrokerNotAvailableError, ErrorCode, KafkaStorageError, SamsaError

@@ -6,7 +6,7 @@ replica assignment and config under ``/brokers/topics`` and
 deletion is a node under ``/admin/delete_topics`` that the controller carries
 out; added partitions are a rewritten assignment; a config change is a
 rewritten ``/config/topics/<topic>``, which every broker watches. Brokers make
-and remove their logs as they see the changes (:mod:`samsa.broker.zk_cluster`).
+and remove their logs as they see the changes (:mod:`samsa.broker.metadata.zk_cluster`).
 
 A request that changes topics waits — up to its timeout — until this broker's
 metadata cache shows the result (leaders elected, the topic gone), as Kafka's
@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from samsa.broker.config import BrokerConfig
-from samsa.broker.topic_manager import (
+from samsa.broker.metadata.topic_manager import (
     CreatedTopic,
     NewTopic,
     check_added_assignments,

@@ -45,9 +45,9 @@ from pathlib import Path
 
 from samsa.broker.api import request_listener
 from samsa.broker.config import BrokerConfig, Listener
-from samsa.broker.partition import LeaderAndIsrState, Partition
-from samsa.broker.replica_fetcher import Endpoint, FetcherConfig, ReplicaFetcherManager
-from samsa.broker.replica_manager import ReplicaManager
+from samsa.broker.replication.partition import LeaderAndIsrState, Partition
+from samsa.broker.replication.replica_fetcher import Endpoint, FetcherConfig, ReplicaFetcherManager
+from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.cluster.controller import Controller
 from samsa.cluster.controller_admin import LeaderRebalance
 from samsa.cluster.kafka_zk import KafkaZk
