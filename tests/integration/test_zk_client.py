@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import cast
 
 import pytest
 
-from samsa.broker.quota.entity import QuotaEntity
-from samsa.broker.quota.manager import ClientQuotas
-from samsa.broker.quota.store import ZkQuotaStore
-from samsa.cluster.kafka_zk import KafkaZk
 from samsa.cluster.zk_client import (
     BadVersionError,
     NodeExistsError,
@@ -231,32 +226,3 @@ def test_reads_in_flight_when_the_connection_drops_are_answered_once_it_is_back(
     finally:
         proxy.close()
     assert answers == [big] * 50
-
-
-def test_quota_change_notifications_seen_and_past_their_expiry_are_deleted(
-    zk_connect: str,
-) -> None:
-    async def scenario() -> tuple[list[str], dict[QuotaEntity, dict[str, float]]]:
-        client = ZkClient(zk_connect)
-        await client.start()
-        zk = KafkaZk(client)
-        quotas = ClientQuotas()
-        store = ZkQuotaStore(zk, quotas, change_expiry_ms=300)
-        try:
-            await zk.update_entity_config("clients/old", lambda _: {"producer_byte_rate": "1"})
-            await store.start()
-            await asyncio.sleep(0.6)  # the first notification is now past its expiry
-            await store.alter({QuotaEntity(client_id="new"): {"producer_byte_rate": 2.0}})
-            return await zk.get_config_changes(), dict(quotas.entities)
-        finally:
-            await store.stop()
-            await client.close()
-
-    changes, entities = cast(
-        "tuple[list[str], dict[QuotaEntity, dict[str, float]]]", run(scenario())
-    )
-    assert changes == ["config_change_0000000001"]  # the second, still fresh
-    assert entities == {
-        QuotaEntity(client_id="old"): {"producer_byte_rate": 1.0},
-        QuotaEntity(client_id="new"): {"producer_byte_rate": 2.0},
-    }

@@ -62,6 +62,7 @@ from samsa.broker.security.scram_credentials import (
     ZkScramCredentials,
 )
 from samsa.cluster.acl_store import LocalAclStore, ZkAclStore
+from samsa.cluster.change_notifications import ChangeNotificationListener, config_changes
 from samsa.cluster.local import LocalMetadataStore, new_cluster_id
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
 from samsa.coordinator.transaction.coordinator import (
@@ -139,6 +140,10 @@ class Broker:
         self.scram_credentials: ScramCredentials = (
             self._local_credentials if self.cluster is None else ZkScramCredentials(self.cluster.zk)
         )
+        self.config_changes: ChangeNotificationListener[str] | None = None
+        """``/config/changes``, followed for client quotas."""
+        if self.cluster is not None:
+            self.config_changes = config_changes(self.cluster.zk)
         write_marker: WriteMarkerFn = self.replica_manager.write_txn_marker
         allocate_producer_id = self.metadata_store.allocate_producer_id
         self.marker_channel: TxnMarkerChannel | None = None
@@ -213,10 +218,9 @@ class Broker:
             config["quota.window.num"], config["quota.window.size.seconds"]
         )
         self.local_quotas: LocalQuotaStore | None = None
-        self.zk_quotas: ZkQuotaStore | None = None
         quota_store: QuotaStore
-        if self.cluster is not None:
-            quota_store = self.zk_quotas = ZkQuotaStore(self.cluster.zk, self.client_quotas)
+        if self.cluster is not None and self.config_changes is not None:
+            quota_store = ZkQuotaStore(self.cluster.zk, self.config_changes, self.client_quotas)
         else:
             quota_store = self.local_quotas = LocalQuotaStore(
                 self.dynamic_config, self.client_quotas
@@ -337,8 +341,8 @@ class Broker:
         self.reconfigure(self.dynamic_config.current)
         if self.local_quotas is not None:
             self.local_quotas.load()
-        if self.zk_quotas is not None:
-            await self.zk_quotas.start()
+        if self.config_changes is not None:
+            await self.config_changes.start()
         await asyncio.to_thread(self.log_manager.startup, self.replica_manager.topic_config)
         if self.cluster is not None:
             # Leadership comes from ZooKeeper: leaders load their coordinators' state.
@@ -565,8 +569,8 @@ class Broker:
             await self.txn_coordinator.shutdown()
             if isinstance(self.acl_store, ZkAclStore):
                 await self.acl_store.stop()
-            if self.zk_quotas is not None:
-                await self.zk_quotas.stop()
+            if self.config_changes is not None:
+                await self.config_changes.stop()
             if self.cluster is not None:
                 # The session ends at once, and with it the registration: the controller
                 # moves what leadership is left without waiting for the session timeout.

@@ -15,17 +15,20 @@ open what they closed.
 (:mod:`samsa.cluster.zk_data`): a znode per resource pattern, written
 conditionally on the version read (a broker that lost a race reads again, so
 two brokers adding ACLs to one resource at once both land), then a sequential
-change notification. Every broker watches both change stores and re-reads the
-resources the new notifications name; after a lost ZooKeeper session it
-reads every ACL again. Deviation: old change notifications are not purged
-(Kafka removes them after 15 minutes).
+change notification. Every broker follows both change stores
+(:mod:`samsa.cluster.change_notifications`: literal patterns in
+``/kafka-acl-changes``, the others in ``/kafka-acl-extended-changes``), re-reads
+the resources the new notifications name, and deletes the notifications it has
+seen once they are 15 minutes old, as Kafka does; after a lost ZooKeeper session
+it reads every ACL again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,9 +43,10 @@ from samsa.acl import (
     parse_name,
 )
 from samsa.cluster import zk_data
-from samsa.cluster.events import EventQueue
+from samsa.cluster.change_notifications import CHANGE_EXPIRY_MS, ChangeNotificationListener
 from samsa.cluster.kafka_zk import KafkaZk
 from samsa.cluster.zk_client import BadVersionError, NodeExistsError, NoNodeError
+from samsa.cluster.zk_data import ZkDataError
 from samsa.errors import KafkaStorageError
 from samsa.storage.data_dir_file import DataDirFile
 
@@ -132,60 +136,62 @@ def _decode(items: Any) -> dict[ResourcePattern, Entries]:
 class ZkAclStore:
     """ACLs in Kafka's znodes, kept current on every broker by change notifications."""
 
-    def __init__(self, zk: KafkaZk) -> None:
+    def __init__(self, zk: KafkaZk, change_expiry_ms: int = CHANGE_EXPIRY_MS) -> None:
         self.zk = zk
         self._cache: AclCache | None = None
-        self._seen: dict[PatternType, int] = {PatternType.LITERAL: -1, PatternType.PREFIXED: -1}
-        self._events: EventQueue[PatternType | None] = EventQueue("zk-acls", self._handle)
-        self._session_lost = False
+        # What the cache holds, per pattern type: each change store's listener reloads
+        # and changes only its own type, so one's reload never undoes the other's news.
+        self._acls: dict[ResourcePattern, Entries] = {}
+        self._listeners: list[ChangeNotificationListener[ResourcePattern]] = []
+        for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+            listener = ChangeNotificationListener(
+                zk, zk_data.acl_change_root(pattern_type), zk_data.ACL_CHANGE_PREFIX,
+                functools.partial(_decode_change, literal=pattern_type == PatternType.LITERAL),
+                expiry_ms=change_expiry_ms,
+            )  # fmt: skip
+            listener.subscribe(functools.partial(self._reload, pattern_type), self._changed)
+            self._listeners.append(listener)
 
     async def start(self, cache: AclCache) -> None:
-        """Read every ACL (watching the change stores), then follow changes."""
+        """Read every ACL, then follow both change stores."""
         self._cache = cache
         await self.zk.create_acl_paths()
-        await self._read_all()
-        self.zk.client.add_state_listener(self._on_session_state)
-        self._events.start()
+        for listener in self._listeners:
+            await listener.start()
 
     async def stop(self) -> None:
-        await self._events.stop()
+        for listener in self._listeners:
+            await listener.stop()
 
     async def wait_idle(self) -> None:
-        """Return once every change notification seen so far is applied (tests)."""
-        await self._events.wait_idle()
+        """Return once every change notification made so far is applied."""
+        for listener in self._listeners:
+            await listener.catch_up()
 
-    def _on_session_state(self, state: str) -> None:
-        if state == "LOST":
-            self._session_lost = True
-        elif state == "CONNECTED" and self._session_lost:
-            self._session_lost = False
-            self._events.put(None)  # read everything again
-
-    async def _read_all(self) -> None:
+    async def _reload(self, pattern_type: PatternType) -> None:
         assert self._cache is not None
-        for pattern_type in self._seen:
-            children = await self.zk.get_acl_changes(pattern_type, watch=self._watch(pattern_type))
-            self._seen[pattern_type] = max((_sequence(c) for c in children), default=-1)
-        self._cache.replace_all(await self.zk.get_all_acls())
+        fresh = await self.zk.get_all_acls([pattern_type])
+        kept = {p: e for p, e in self._acls.items() if p.pattern_type != pattern_type}
+        self._acls = kept | fresh
+        self._cache.replace_all(self._acls)
 
-    def _watch(self, pattern_type: PatternType) -> Callable[[], None]:
-        return lambda: self._events.put(pattern_type)
-
-    async def _handle(self, event: PatternType | None) -> None:
-        if event is None:
-            await self._read_all()
-            return
+    async def _changed(self, patterns: Sequence[ResourcePattern]) -> None:
         assert self._cache is not None
-        children = await self.zk.get_acl_changes(event, watch=self._watch(event))
-        for child in children:
-            sequence = _sequence(child)
-            if sequence <= self._seen[event]:
-                continue
-            pattern = await self.zk.get_acl_change(event, child)
-            if pattern is not None:
+        for pattern in dict.fromkeys(patterns):
+            try:
                 entries, _ = await self.zk.get_acls(pattern)
-                self._cache.set_acls(pattern, entries)
-            self._seen[event] = sequence
+            except ZkDataError as exc:
+                log.error("ignoring the ACLs of %s: %s", pattern, exc)
+                continue
+            self._set(pattern, entries)
+
+    def _set(self, pattern: ResourcePattern, entries: Entries) -> None:
+        if entries:
+            self._acls[pattern] = entries
+        else:
+            self._acls.pop(pattern, None)
+        if self._cache is not None:
+            self._cache.set_acls(pattern, entries)
 
     async def alter(
         self, changes: Mapping[ResourcePattern, Change]
@@ -205,9 +211,9 @@ class ZkAclStore:
             changed[pattern] = updated
             if updated != entries:
                 await self.zk.notify_acl_change(pattern)
+                self._set(pattern, updated)  # the caller's cache takes ``changed`` too
         return changed
 
 
-def _sequence(child: str) -> int:
-    digits = child.removeprefix(zk_data.ACL_CHANGE_PREFIX)
-    return int(digits) if digits.isdigit() else -1
+def _decode_change(data: bytes, _path: str, literal: bool) -> ResourcePattern:
+    return zk_data.decode_acl_change(data, literal)

@@ -367,30 +367,28 @@ class KafkaZk:
             makepath=True,
         )
 
-    async def get_config_changes(self, watch: Watch = None) -> list[str]:
-        """The change notifications' names, oldest first; ``watch`` fires on a new one."""
-        return await self._children(zk_data.CONFIG_CHANGES, watch=watch)
+    # -- change notifications (/config/changes, /kafka-acl-changes…) -------------------
 
-    async def get_config_change(self, name: str) -> str | None:
-        """The entity path a notification names (None: gone, or unreadable, logged)."""
-        path = f"{zk_data.CONFIG_CHANGES}/{name}"
-        found = await self.client.get_or_none(path)
-        if found is None:
-            return None
-        try:
-            return zk_data.decode_config_change(found[0], path)
-        except ZkDataError as exc:
-            log.error("ignoring %s: %s", path, exc)
-            return None
+    async def get_change_notifications(self, root: str, watch: Watch = None) -> list[str]:
+        """The names of the change notifications under ``root``, oldest first; ``watch``
+        fires when one is added."""
+        return await self.client.get_children(root, watch=watch)
 
-    async def purge_config_changes(self, names: Iterable[str], expiry_ms: int) -> int:
-        """Delete those of the notifications ``names`` created over ``expiry_ms`` ago (Kafka
-        keeps them 15 minutes); every broker may purge, so one already gone is skipped.
-        Returns how many this call deleted."""
+    async def get_change_notification(self, root: str, name: str) -> bytes | None:
+        """A notification's data (None: purged meanwhile)."""
+        found = await self.client.get_or_none(f"{root}/{name}")
+        return None if found is None else found[0]
+
+    async def purge_change_notifications(
+        self, root: str, names: Iterable[str], expiry_ms: int
+    ) -> int:
+        """Delete those of the notifications ``names`` under ``root`` created over
+        ``expiry_ms`` ago (Kafka keeps them 15 minutes); every broker may purge, so one
+        already gone is skipped. Returns how many this call deleted."""
         now_ms = int(time.time() * 1000)
         deleted = 0
         for name in names:
-            path = f"{zk_data.CONFIG_CHANGES}/{name}"
+            path = f"{root}/{name}"
             created = await self.client.created_ms(path)
             if created is None or created + expiry_ms >= now_ms:
                 continue
@@ -527,10 +525,13 @@ class KafkaZk:
             f"{root}/{zk_data.ACL_CHANGE_PREFIX}", zk_data.encode_acl_change(pattern), sequence=True
         )
 
-    async def get_all_acls(self) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
-        """Every resource pattern's ACLs (a znode that cannot be read is skipped, logged)."""
+    async def get_all_acls(
+        self, pattern_types: Iterable[PatternType] = (PatternType.LITERAL, PatternType.PREFIXED)
+    ) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+        """Every resource pattern's ACLs, of ``pattern_types`` (a znode that cannot be read is
+        skipped, logged)."""
         found: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
-        for pattern_type in (PatternType.LITERAL, PatternType.PREFIXED):
+        for pattern_type in pattern_types:
             root = zk_data.acl_root(pattern_type)
             with contextlib.suppress(NoNodeError):
                 for type_name in await self.client.get_children(root):
@@ -550,18 +551,3 @@ class KafkaZk:
                             if entries:
                                 found[pattern] = entries
         return found
-
-    async def get_acl_changes(self, pattern_type: PatternType, watch: Watch = None) -> list[str]:
-        """The change notifications of a change store, oldest first."""
-        return await self.client.get_children(zk_data.acl_change_root(pattern_type), watch=watch)
-
-    async def get_acl_change(self, pattern_type: PatternType, child: str) -> ResourcePattern | None:
-        """The resource a change notification names (None: gone, or unreadable — logged)."""
-        found = await self.client.get_or_none(f"{zk_data.acl_change_root(pattern_type)}/{child}")
-        if found is None:
-            return None
-        try:
-            return zk_data.decode_acl_change(found[0], pattern_type == PatternType.LITERAL)
-        except ZkDataError as exc:
-            log.error("ignoring an ACL change notification: %s", exc)
-            return None

@@ -449,9 +449,10 @@ def decode_config_change(data: bytes | None, what: str) -> str:
     return value
 
 
-def config_change_sequence(name: str) -> int | None:
-    """The sequence number of a ``config_change_<seq>`` child (None: another child)."""
-    digits = name.removeprefix(CONFIG_CHANGE_PREFIX)
+def change_sequence(name: str, prefix: str) -> int | None:
+    """The sequence number of a change notification ``<prefix><seq>`` (``config_change_``,
+    ``acl_changes_``); None for a child of another name."""
+    digits = name.removeprefix(prefix)
     return int(digits) if digits != name and digits.isdigit() else None
 
 
