@@ -1,5 +1,5 @@
-"""Change notifications in a real ZooKeeper: every kind a broker writes — client quotas in
-``/config/changes``, literal and prefixed ACLs in
+"""Change notifications in a real ZooKeeper: every kind a broker writes — client quotas and
+SCRAM credentials in ``/config/changes``, literal and prefixed ACLs in
 ``/kafka-acl-changes`` and ``/kafka-acl-extended-changes`` — is deleted once seen and past
 its expiry (Kafka's 15 minutes, made short here), and nothing it announced is lost."""
 
@@ -16,14 +16,17 @@ from samsa import acl
 from samsa.broker.quota.entity import QuotaEntity
 from samsa.broker.quota.manager import ClientQuotas
 from samsa.broker.quota.store import ZkQuotaStore
+from samsa.broker.security.scram_credentials import CredentialChange, ZkScramCredentials
 from samsa.cluster import zk_data
 from samsa.cluster.acl_store import ZkAclStore
 from samsa.cluster.change_notifications import config_changes
 from samsa.cluster.kafka_zk import KafkaZk
 from samsa.cluster.zk_client import ZkClient
+from samsa.security.scram import ScramCredential, ScramMechanism
 
 EXPIRY_MS = 200
 WAIT_S = 30.0
+SHA256 = ScramMechanism.SCRAM_SHA_256
 READ = acl.AccessControlEntry(
     "User:reader", "*", acl.AclOperation.READ, acl.AclPermissionType.ALLOW
 )
@@ -78,6 +81,23 @@ async def quotas(zk: KafkaZk) -> Kind:
     return Kind(zk_data.CONFIG_CHANGES, zk_data.CONFIG_CHANGE_PREFIX, change, applied, changes.stop)
 
 
+async def scram(zk: KafkaZk) -> Kind:
+    changes = config_changes(zk, EXPIRY_MS)
+    credentials = ZkScramCredentials(zk, changes)
+    await changes.start()
+
+    def made(i: int) -> ScramCredential:
+        return ScramCredential.from_password(SHA256, f"pw{i}", 4096, salt=i.to_bytes(32))
+
+    async def change(i: int) -> None:
+        await credentials.alter([CredentialChange(f"u{i}", SHA256, made(i))])
+
+    async def applied(n: int) -> bool:
+        return all([await credentials.lookup(SHA256, f"u{i}") == made(i) for i in range(n)])
+
+    return Kind(zk_data.CONFIG_CHANGES, zk_data.CONFIG_CHANGE_PREFIX, change, applied, changes.stop)
+
+
 def acls(pattern_type: acl.PatternType) -> Callable[[KafkaZk], Awaitable[Kind]]:
     async def start(zk: KafkaZk) -> Kind:
         store, cache = ZkAclStore(zk, change_expiry_ms=EXPIRY_MS), Acls()
@@ -102,6 +122,7 @@ def acls(pattern_type: acl.PatternType) -> Callable[[KafkaZk], Awaitable[Kind]]:
 
 KINDS = {
     "client quotas": quotas,
+    "scram credentials": scram,
     "literal acls": acls(acl.PatternType.LITERAL),
     "prefixed acls": acls(acl.PatternType.PREFIXED),
 }

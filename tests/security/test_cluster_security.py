@@ -9,11 +9,13 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.scram_users import scram_login
 from tests.security.certs import Pki
 
 from samsa.client import Admin
 from samsa.client.admin import ScramUpsertion
 from samsa.client.admin.quotas import ClientQuotaAlteration
+from samsa.errors import ErrorCode
 from samsa.testing.cluster import LocalCluster
 
 INTER_BROKER_JAAS = (
@@ -106,6 +108,12 @@ def test_a_scram_credential_set_through_one_broker_logs_in_on_another_beside_its
         admin.alter_client_quotas(
             [ClientQuotaAlteration({"user": "dana"}, {"producer_byte_rate": 1_000_000.0})]
         )
+    # Broker 2 logs users in from its cache, current once it has seen the change notification.
+    sasl_cluster.wait_until(
+        lambda: scram_login(f"127.0.0.1:{sasl_port(sasl_cluster, 2)}", "SCRAM-SHA-512",
+                            "dana", "dana-pw") == ErrorCode.NONE,
+        "broker 2 logs dana in", 30,
+    )  # fmt: skip
     producer = confluent_kafka.Producer(
         {"bootstrap.servers": f"127.0.0.1:{sasl_port(sasl_cluster, 2)}",
          "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",

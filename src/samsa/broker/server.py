@@ -137,13 +137,12 @@ class Broker:
             self.log_manager, self.metadata, config.log_defaults, local_id=self.node_id
         )
         self._local_credentials = LocalScramCredentials(config.log_dirs)
-        self.scram_credentials: ScramCredentials = (
-            self._local_credentials if self.cluster is None else ZkScramCredentials(self.cluster.zk)
-        )
         self.config_changes: ChangeNotificationListener[str] | None = None
-        """``/config/changes``, followed for client quotas."""
+        """``/config/changes``, followed for client quotas and SCRAM credentials."""
+        self.scram_credentials: ScramCredentials = self._local_credentials
         if self.cluster is not None:
             self.config_changes = config_changes(self.cluster.zk)
+            self.scram_credentials = ZkScramCredentials(self.cluster.zk, self.config_changes)
         write_marker: WriteMarkerFn = self.replica_manager.write_txn_marker
         allocate_producer_id = self.metadata_store.allocate_producer_id
         self.marker_channel: TxnMarkerChannel | None = None

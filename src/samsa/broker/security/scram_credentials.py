@@ -12,9 +12,14 @@ starting without the credentials would lock every SCRAM user out.
 
 Cluster (:class:`ZkScramCredentials`): Kafka's place, the ``SCRAM-SHA-256`` and
 ``SCRAM-SHA-512`` keys of ``/config/users/<user>`` (the user's quotas share that
-znode: each writer keeps the other's keys), announced by a
-``/config/changes`` notification. A SCRAM login reads the user's znode, so a
-credential set through any broker works on every broker at once.
+znode: each writer keeps the other's keys, writing at the version it read),
+announced by a ``/config/changes`` notification. Every broker keeps every user's
+credentials in memory, read at start and kept current by those notifications
+(Kafka's ``CredentialCache``): a login reads no znode, so logins go on while
+ZooKeeper is slow or unreachable, and a credential set or deleted through one
+broker takes effect on another once that broker has seen the notification (the
+broker that made the change has, before it answers). Describing credentials
+reads ZooKeeper, as an administrator expects the stored state.
 
 A user without a credential is answered a made-up salt (so a client cannot tell it
 is unknown before its proof fails), keyed by a secret kept beside the credentials:
@@ -35,6 +40,7 @@ from pathlib import Path
 from typing import Protocol
 
 from samsa.broker.quota.entity import desanitize, sanitize
+from samsa.cluster.change_notifications import ChangeNotificationListener
 from samsa.cluster.kafka_zk import KafkaZk
 from samsa.errors import KafkaStorageError
 from samsa.security.scram import ScramCredential, ScramError, ScramMechanism
@@ -157,12 +163,39 @@ class LocalScramCredentials:
 
 
 class ZkScramCredentials:
-    """A cluster's credentials, in ZooKeeper's ``/config/users/<user>`` znodes."""
+    """A cluster's credentials, in ZooKeeper's ``/config/users/<user>`` znodes, cached in
+    memory and kept current by ``changes``, whose task is the cache's one writer."""
 
-    def __init__(self, zk: KafkaZk) -> None:
+    def __init__(self, zk: KafkaZk, changes: ChangeNotificationListener[str]) -> None:
         self._zk = zk
+        self._changes = changes
         self._lock = asyncio.Lock()
         self._salt_key: bytes | None = None
+        self._cache: dict[str, dict[str, str]] = {}
+        """User → mechanism name → credential text, of every user with a credential."""
+        changes.subscribe(self._reload, self._users_changed)
+
+    async def _reload(self) -> None:
+        await self.unknown_user_salt_key()  # read now: no login waits on ZooKeeper
+        self._cache = {}
+        for path, config in (await self._zk.get_entity_configs()).items():
+            user = _user_of(path)
+            if user is not None:
+                self._cache_user(user, config)
+
+    async def _users_changed(self, entity_paths: Sequence[str]) -> None:
+        for path in dict.fromkeys(entity_paths):
+            user = _user_of(path)
+            if user is not None:
+                self._cache_user(user, await self._zk.get_entity_config(path))
+
+    def _cache_user(self, user: str, config: Mapping[str, str]) -> None:
+        mine = {m.mechanism_name: config[m.mechanism_name] for m in ScramMechanism
+                if m.mechanism_name in config}  # fmt: skip
+        if mine:
+            self._cache[user] = mine
+        else:
+            self._cache.pop(user, None)
 
     async def unknown_user_salt_key(self) -> bytes:
         if self._salt_key is None:
@@ -172,8 +205,7 @@ class ZkScramCredentials:
         return self._salt_key
 
     async def lookup(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
-        config = await self._zk.get_entity_config(f"users/{sanitize(user)}")
-        text = config.get(mechanism.mechanism_name)
+        text = self._cache.get(user, {}).get(mechanism.mechanism_name)
         if text is None:
             return None
         try:
@@ -184,9 +216,9 @@ class ZkScramCredentials:
     async def describe(self, users: Sequence[str] | None) -> dict[str, dict[ScramMechanism, int]]:
         if users is None:
             configs = {
-                desanitize(path.removeprefix("users/")): config
+                user: config
                 for path, config in (await self._zk.get_entity_configs()).items()
-                if path.startswith("users/") and "/clients/" not in path
+                if (user := _user_of(path)) is not None
             }
         else:
             configs = {u: await self._zk.get_entity_config(f"users/{sanitize(u)}") for u in users}
@@ -213,6 +245,16 @@ class ZkScramCredentials:
                 await self._zk.update_entity_config(
                     f"users/{sanitize(user)}", functools.partial(_changed, changes=mine)
                 )
+        # Cached the way every broker caches it, through the notifications — and before
+        # the answer, so the user's next login here uses it.
+        await self._changes.catch_up()
+
+
+def _user_of(entity_path: str) -> str | None:
+    """The user an entity path ``users/<user>`` names (None: a client or user-client)."""
+    if not entity_path.startswith("users/") or "/clients/" in entity_path:
+        return None
+    return desanitize(entity_path.removeprefix("users/"))
 
 
 def _changed(config: dict[str, str], changes: Sequence[CredentialChange]) -> dict[str, str]:
