@@ -3,25 +3,29 @@ broker through the ``/config/changes`` notifications."""
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kazoo.client import KazooClient
 from tests.cluster.conftest import wait_until_served
 from tests.integration.test_client_quotas import produce_throttle_ms
+from tests.rawclient import exchange
+from tests.scram_users import set_credential
 
 from samsa import Admin
 from samsa.client.admin import ClientQuotaAlteration, ClientQuotaFilterComponent, NewTopic
-from samsa.client.admin.users import ScramUpsertion
+from samsa.errors import ErrorCode
 from samsa.testing.cluster import LocalCluster
 from samsa.testing.zookeeper import ZooKeeperServer
 
 TIMEOUT_S = 30
+ALTER_CLIENT_QUOTAS = 49
 
 
 @pytest.fixture(scope="module")
@@ -100,44 +104,61 @@ def test_quotas_are_kept_in_kafkas_znodes_and_described_by_every_broker(
 
 
 QUOTA_KEYS = ["producer_byte_rate", "consumer_byte_rate", "request_percentage"]
+MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+USERS_AT_ONCE = 3
 
 
-def _alter_at_once(pair: LocalCluster, user: str) -> None:
-    """Set three quotas of ``user`` (through brokers 1, 2, 1) and a SCRAM credential
-    (through broker 2), each from its own client, released together."""
-    start = threading.Barrier(len(QUOTA_KEYS) + 1)
+def _set_quota(address: str, user: str, key: str, value: float) -> None:
+    entity = [{"entity_type": "user", "entity_name": user}]
+    ops = [{"key": key, "value": value, "remove": False}]
+    body = {"entries": [{"entity": entity, "ops": ops}], "validate_only": False}
+    response = exchange(address, ALTER_CLIENT_QUOTAS, 1, body)
+    assert int(response.entries[0].error_code) == ErrorCode.NONE, response
 
-    def set_quota(key: str, broker_id: int) -> None:
-        with _admin(_address(pair, broker_id)) as admin:
-            start.wait(TIMEOUT_S)
-            admin.alter_client_quotas([ClientQuotaAlteration({"user": user}, {key: 50.0})])
 
-    def set_credential() -> None:
-        with _admin(_address(pair, 2)) as admin:
-            start.wait(TIMEOUT_S)
-            admin.alter_user_scram_credentials([ScramUpsertion(user, "SCRAM-SHA-256", "secret")])
+def _alter_at_once(pair: LocalCluster, users: list[str]) -> None:
+    """Set three quotas and two SCRAM credentials of each of ``users``, every change from
+    its own client, the changes of each user alternately through brokers 1 and 2, all
+    released together."""
+    changes: list[Callable[[], None]] = []
+    for user in users:
+        for i, key in enumerate(QUOTA_KEYS):
+            address = _address(pair, 1 + i % 2)
+            changes.append(functools.partial(_set_quota, address, user, key, 50.0 + i))
+        for i, mechanism in enumerate(MECHANISMS):
+            address = _address(pair, 2 - i % 2)
+            changes.append(functools.partial(set_credential, address, user, mechanism, "pw"))
+    start = threading.Barrier(len(changes))
 
-    with ThreadPoolExecutor(len(QUOTA_KEYS) + 1) as pool:
-        done = [pool.submit(set_quota, key, 1 + i % 2) for i, key in enumerate(QUOTA_KEYS)]
-        done.append(pool.submit(set_credential))
-        for future in done:
+    def released(change: Callable[[], None]) -> None:
+        start.wait(TIMEOUT_S)
+        change()
+
+    with ThreadPoolExecutor(len(changes)) as pool:
+        for future in [pool.submit(released, change) for change in changes]:
             future.result(TIMEOUT_S)
 
 
-def test_quotas_and_a_credential_of_one_user_altered_at_once_through_two_brokers_all_stay(
+def test_quotas_and_credentials_of_users_altered_at_once_through_two_brokers_all_stay(
     pair: LocalCluster,
 ) -> None:
-    # The user's quotas and SCRAM credentials share /config/users/<user>: each change
+    # A user's quotas and SCRAM credentials share /config/users/<user>: each change
     # rewrites that znode, so a change made from a stale read would undo another's.
     for round_ in range(3):
-        user = f"shared-{round_}-{uuid.uuid4().hex[:6]}"
-        _alter_at_once(pair, user)
-        wanted = {(("user", user),): dict.fromkeys(QUOTA_KEYS, 50.0)}
-        exact = ClientQuotaFilterComponent.of_entity("user", user)
-        deadline = time.monotonic() + TIMEOUT_S
-        with _admin(_address(pair, 1)) as admin:
-            # Broker 1 learns of broker 2's changes from the notifications: wait for them.
-            while (described := admin.describe_client_quotas([exact])) != wanted:
-                assert time.monotonic() < deadline, f"quotas lost: {described}"
-                time.sleep(0.1)
-            assert admin.describe_user_scram_credentials([user]) == {user: {"SCRAM-SHA-256": 4096}}
+        users = [f"shared-{round_}-{n}-{uuid.uuid4().hex[:6]}" for n in range(USERS_AT_ONCE)]
+        _alter_at_once(pair, users)
+        for user in users:
+            stored = pair._read_json(f"/config/users/{user}")
+            assert stored is not None and isinstance(stored["config"], dict)
+            assert sorted(stored["config"]) == sorted(QUOTA_KEYS + MECHANISMS), user
+            wanted = {(("user", user),): {k: 50.0 + i for i, k in enumerate(QUOTA_KEYS)}}
+            exact = ClientQuotaFilterComponent.of_entity("user", user)
+            deadline = time.monotonic() + TIMEOUT_S
+            for broker_id in (1, 2):
+                with _admin(_address(pair, broker_id)) as admin:
+                    # Each broker learns of the other's changes from the notifications.
+                    while (described := admin.describe_client_quotas([exact])) != wanted:
+                        assert time.monotonic() < deadline, f"quotas lost: {described}"
+                        time.sleep(0.1)
+                    described_credentials = admin.describe_user_scram_credentials([user])
+                    assert described_credentials == {user: dict.fromkeys(MECHANISMS, 4096)}
