@@ -338,3 +338,60 @@ def test_samsa_top_once_shows_messages_in_per_topic_and_lag_per_group(
     lag = PARTITIONS * RECORDS - committed
     assert [GROUP, TOPIC, str(PARTITIONS), str(committed), str(PARTITIONS * RECORDS), str(lag),
             "0.0"] in rows  # fmt: skip
+
+
+def _labelled(found: Scrape, label: str, value: str) -> list[str]:
+    """The names of the samples with ``label`` = ``value``."""
+    return sorted({name for name, labels in found.samples if (label, value) in labels})
+
+
+def _produce_and_commit(broker: BrokerProcess, topic: str, group: str) -> None:
+    """A topic of two partitions with a few records each, and a group that committed
+    offset 1 of each and left."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(WAIT_S)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, **QUIET})
+    for partition in range(PARTITIONS):
+        for _ in range(3):
+            producer.produce(topic, VALUE, partition=partition)
+    assert producer.flush(WAIT_S) == 0
+    consumer = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": group, **QUIET}
+    )  # fmt: skip
+    consumer.commit(
+        offsets=[TopicPartition(topic, p, 1) for p in range(PARTITIONS)], asynchronous=False
+    )
+    consumer.close()
+
+
+def test_the_metrics_of_a_deleted_topic_leave_the_scrape(broker: BrokerProcess) -> None:
+    topic, group = "short-lived", "short-lived-readers"
+    _produce_and_commit(broker, topic, group)
+    found = scrape_until(
+        broker, lambda s: "kafka_consumergroup_lag" in _labelled(s, "topic", topic)
+    )
+    assert {
+        "kafka_server_brokertopicmetrics_messagesin_total",
+        "kafka_log_log_logendoffset",
+        "kafka_consumergroup_lag",
+    } <= set(_labelled(found, "topic", topic))
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+    admin.delete_topics([topic])[topic].result(WAIT_S)
+    found = scrape_until(broker, lambda s: not _labelled(s, "topic", topic))
+    assert _labelled(found, "topic", topic) == []
+
+
+def test_the_lag_of_a_deleted_group_leaves_the_scrape(broker: BrokerProcess) -> None:
+    topic, group = "outlived", "departed-readers"
+    _produce_and_commit(broker, topic, group)
+    # A group whose members all left keeps its offsets, and its lag, as Kafka's does.
+    found = scrape_until(broker, lambda s: bool(_labelled(s, "consumergroup", group)))
+    assert found.value("kafka_consumergroup_lag", consumergroup=group, topic=topic,
+                       partition="0") == 2  # fmt: skip
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
+    admin.delete_consumer_groups([group])[group].result(WAIT_S)
+    found = scrape_until(broker, lambda s: not _labelled(s, "consumergroup", group))
+    assert _labelled(found, "consumergroup", group) == []
+    assert "kafka_server_brokertopicmetrics_messagesin_total" in _labelled(found, "topic", topic)

@@ -204,7 +204,9 @@ class TopicStats:
 
 
 class BrokerTopicStats:
-    """:class:`TopicStats` by topic name, made on first use."""
+    """:class:`TopicStats` by topic name, made on first use and removed with the topic (Kafka's
+    ``BrokerTopicStats.removeMetrics``), so a deleted topic's series leave ``/metrics``; a
+    topic made again under its name counts from zero, a counter reset to Prometheus."""
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicStats] = {}
@@ -214,6 +216,9 @@ class BrokerTopicStats:
         if stats is None:
             stats = self.topics[name] = TopicStats()
         return stats
+
+    def remove(self, name: str) -> None:
+        self.topics.pop(name, None)
 
 
 class StorageStats:

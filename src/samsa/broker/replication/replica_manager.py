@@ -292,9 +292,10 @@ class ReplicaManager:
             self._add_partition(item.tp, item.log)
 
     def remove_topic(self, topic: str) -> None:
-        """Stop serving ``topic``'s partitions and delete their logs."""
+        """Stop serving ``topic``'s partitions and delete their logs and metrics."""
         for tp in [tp for tp in self._partitions if tp.topic == topic]:
             self.stop_partition(tp, delete=True)
+        self.topic_stats.remove(topic)
 
     def stop_partition(self, tp: TopicPartition, *, delete: bool) -> None:
         """Stop serving ``tp`` (its waits end); with ``delete`` its log is removed."""
