@@ -139,3 +139,27 @@ def test_a_frozen_follower_shrinks_the_isr_and_its_thaw_expands_it(
             > before["kafka_server_replicamanager_isrexpands_total"]
         )
     )
+
+
+def _names_topic(cluster: LocalCluster, broker_id: int, topic: str) -> bool:
+    """Whether a series of broker ``broker_id``'s scrape is labelled with ``topic``."""
+    with urllib.request.urlopen(cluster.brokers[broker_id].metrics_url, timeout=WAIT_S) as r:
+        text = r.read().decode()
+    return f'topic="{topic}"' in text
+
+
+def test_a_deleted_topics_series_leave_every_brokers_scrape(cluster: LocalCluster) -> None:
+    topic = "replicated-short-lived"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap, **QUIET})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(WAIT_S)
+    cluster.wait_for_leader(topic, 0)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", **QUIET})
+    for _ in range(10):
+        producer.produce(topic, b"r" * 100, partition=0)
+    assert producer.flush(WAIT_S) == 0
+    del producer
+    brokers = cluster.alive()
+    assert wait_for(lambda: all(_names_topic(cluster, b, topic) for b in brokers))
+
+    admin.delete_topics([topic])[topic].result(WAIT_S)
+    assert wait_for(lambda: not any(_names_topic(cluster, b, topic) for b in brokers))
