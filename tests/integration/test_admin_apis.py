@@ -740,7 +740,7 @@ def test_altering_a_static_broker_config_is_invalid_request(samsa_broker: Broker
     future = _admin(samsa_broker).incremental_alter_configs([resource])[resource]
     error = _kafka_error(lambda: future.result(TIMEOUT_S))
     assert error.code() == INVALID_REQUEST
-    assert "Cannot update these configs dynamically: Set(num.partitions)" in error.str()
+    assert "Cannot update these configs dynamically: [num.partitions]" in error.str()
 
 
 # -- config changes reach the live logs -------------------------------------------------------

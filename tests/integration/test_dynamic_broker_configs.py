@@ -11,6 +11,7 @@ go through a raw Produce request.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -295,3 +296,78 @@ def test_a_stored_key_that_cannot_change_is_skipped_and_the_rest_applies(
     assert _produce_one_batch(broker, topic, 3000) == MESSAGE_TOO_LARGE
     assert _describe(broker, "broker", "0")["num.partitions"].value == "1"
     assert "ignoring the stored dynamic config" in broker.log_path.read_text()
+
+
+# -- every key Kafka takes dynamically --------------------------------------------------------
+
+
+def test_a_kerberos_relogin_time_is_taken_for_the_broker_and_kept_across_a_restart(
+    broker: BrokerProcess,
+) -> None:
+    _set(broker, ("sasl.kerberos.min.time.before.relogin", "120000", AlterConfigOpType.SET))
+    broker.restart()
+    relogin = _describe(broker, "broker", "0")["sasl.kerberos.min.time.before.relogin"]
+    assert (relogin.value, relogin.source) == ("120000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert not relogin.is_read_only
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
+def test_alter_configs_takes_kept_keys_and_a_custom_one_as_kafka_does(
+    broker: BrokerProcess,
+) -> None:
+    resource = ConfigResource("broker", "0", set_config={
+        "sasl.kerberos.min.time.before.relogin": "90000", "num.io.threads": "16",
+        "leader.replication.throttled.rate": "1000000", "custom.plugin.setting": "on",
+    })  # fmt: skip
+    admin = _admin(broker)
+    admin.alter_configs([resource])[resource].result(TIMEOUT_S)
+    configs = _describe(broker, "broker", "0")
+    assert configs["num.io.threads"].value == "16"
+    assert configs["leader.replication.throttled.rate"].value == "1000000"
+    stored = json.loads((broker.data_dir / "samsa-dynamic-configs.json").read_text())
+    assert stored["broker"]["custom.plugin.setting"] == "on"
+
+
+def test_the_cluster_default_takes_cluster_wide_keys_and_refuses_per_broker_ones(
+    broker: BrokerProcess,
+) -> None:
+    _set_default(broker, {"log.cleaner.threads": "2", "num.replica.fetchers": "4"})
+    configs = _describe(broker, "broker", "0")
+    threads, fetchers = configs["log.cleaner.threads"], configs["num.replica.fetchers"]
+    assert (threads.value, threads.source) == (
+        "2",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value,
+    )
+    assert fetchers.value == "4"
+    answer = exchange(broker.bootstrap, 44, 1, {"validate_only": False, "resources": [{
+        "resource_type": 4, "resource_name": "", "configs": [{
+            "name": "sasl.kerberos.min.time.before.relogin", "config_operation": 0,
+            "value": "120000"}]}]})  # fmt: skip
+    [result] = answer.responses
+    assert result.error_code == INVALID_REQUEST
+    assert result.error_message.endswith(
+        "Cannot update these configs at default cluster level, broker id must be specified: "
+        "[sasl.kerberos.min.time.before.relogin]"
+    )
+
+
+def test_a_value_out_of_range_is_refused_in_kafkas_words(broker: BrokerProcess) -> None:
+    with pytest.raises(KafkaException) as raised:
+        _set(broker, ("num.io.threads", "0", AlterConfigOpType.SET))
+    assert raised.value.args[0].code() == INVALID_REQUEST
+    assert (
+        raised.value.args[0]
+        .str()
+        .endswith("Invalid value 0 for configuration num.io.threads: Value must be at least 1")
+    )
+
+
+def test_a_dynamic_max_connections_per_ip_applies_to_new_connections(
+    broker: BrokerProcess,
+) -> None:
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as held:
+        _set(broker, ("max.connections.per.ip", "1", AlterConfigOpType.SET))
+        assert held.fileno() >= 0
+        with socket.create_connection((host, int(port)), timeout=TIMEOUT_S) as refused:
+            assert refused.recv(1) == b""  # closed by the broker at once

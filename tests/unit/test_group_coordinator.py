@@ -846,3 +846,31 @@ def test_a_group_over_a_lowered_max_size_keeps_the_members_that_rejoin_first(
             await fresh.shutdown()
 
     run(scenario, tmp_path, initial_rebalance_delay_ms=100)
+
+
+@pytest.mark.parametrize(
+    ("failure", "level", "traceback"),
+    [
+        (NotEnoughReplicasError("__consumer_offsets-0 has 1 in-sync replica"), "WARNING", False),
+        (OSError("disk gone"), "ERROR", True),
+    ],
+    ids=["not-replicated", "a-fault"],
+)
+def test_a_group_store_refused_as_not_replicated_is_a_warning_and_a_fault_an_error(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    failure: Exception,
+    level: str,
+    traceback: bool,
+) -> None:
+    async def scenario(h: Harness) -> None:
+        c = h.coordinator
+        joined = await c.join(request())
+        h.fail_with = failure
+        c.leave("g", [(joined.member_id, None)])  # the group is empty: it is stored
+        await settle()
+
+    with caplog.at_level("WARNING", logger="samsa.coordinator"):
+        run(scenario, tmp_path)
+    [record] = [r for r in caplog.records if "storing empty group g failed" in r.getMessage()]
+    assert (record.levelname, record.exc_info is not None) == (level, traceback)

@@ -402,9 +402,11 @@ class Broker:
 
     def reconfigure(self, config: BrokerConfig) -> None:
         """Take an effective configuration: requests read it from now on, every live log
-        takes its log defaults."""
+        takes its log defaults, new connections its connection limits."""
         self.config = config
         reconfigure_logs(config, self.replica_manager, self.log_manager)
+        self.quotas.max_connections = config["max.connections"]
+        self.quotas.max_connections_per_ip = config["max.connections.per.ip"]
 
     async def _bind(self) -> None:
         """Bind every listener's socket; connections are accepted only once start-up is done."""

@@ -175,6 +175,10 @@ class _Pending(NamedTuple):
     future: asyncio.Future[Any]
 
 
+_READ_TASKS: set[asyncio.Task[None]] = set()
+"""Every connection's read task until it is done (see :meth:`BrokerConnection.open`)."""
+
+
 class BrokerConnection:
     """A connection to one broker with several requests in flight.
 
@@ -251,6 +255,12 @@ class BrokerConnection:
         self._read_task = asyncio.get_running_loop().create_task(
             self._read_loop(), name=f"samsa-read-{self.host}:{self.port}"
         )
+        # Held until done: the stream holds its reader only weakly, so a connection dropped
+        # without close() would leave its read task to the garbage collector, which logs
+        # "Task was destroyed but it is pending"; held, it ends with the socket, or is
+        # cancelled with every other task when the loop's run ends.
+        _READ_TASKS.add(self._read_task)
+        self._read_task.add_done_callback(_READ_TASKS.discard)
         try:
             await self._negotiate()
             if self.security.sasl:

@@ -193,7 +193,7 @@ class Controller(ControllerAdmin):
         elif event is Event.ELECT:
             await self._elect()
         elif event is Event.SESSION_LOST:
-            if self.context is not None:
+            if self.context is not None and not self.zk.client.closing:
                 log.warning("broker %d lost its ZooKeeper session: resigning", self.broker_id)
             self.context = None
             self._enqueue(Event.ELECT)

@@ -5,9 +5,11 @@ callbacks; the components that react to them (the controller, a broker's
 metadata cache) only :meth:`EventQueue.put` an event there, and one task
 takes the events one at a time and awaits the component's handler, so the
 state that handler changes has a single writer even though each handler
-awaits ZooKeeper. An event whose handler fails (a ZooKeeper connection lost
-mid-read) is logged and put back after a pause: handlers read what they need
-afresh, so running one again is safe.
+awaits ZooKeeper. An event whose handler fails is logged and put back after a
+pause: handlers read what they need afresh, so running one again is safe. A
+handler cut off by the ZooKeeper session (the connection lost or the session
+expired mid-read) is a condition the retry handles: a WARNING without a
+traceback; any other failure is an ERROR with its traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
+
+from samsa.cluster.zk_client import CONNECTION_ERRORS, SessionExpiredError
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +66,14 @@ class EventQueue(Generic[E]):
             event = await self._events.get()
             try:
                 await self._handler(event)
+            except CONNECTION_ERRORS as exc:
+                # The session dropped or expired mid-read: a condition handled, not a fault.
+                cause = "expired" if isinstance(exc, SessionExpiredError) else "dropped"
+                log.warning("%s: handling %s was cut off (the ZooKeeper session %s); "
+                            "trying it again", self.name, event, cause)  # fmt: skip
             except Exception:
                 log.exception("%s: handling %s failed; trying it again", self.name, event)
-                await asyncio.sleep(RETRY_PAUSE_S)
-                self.put(event)
+            else:
+                continue
+            await asyncio.sleep(RETRY_PAUSE_S)
+            self.put(event)

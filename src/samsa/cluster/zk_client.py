@@ -38,6 +38,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
 
 __all__ = [
+    "CONNECTION_ERRORS",
     "BadVersionError",
     "ConnectionLoss",
     "NoNodeError",
@@ -53,6 +54,22 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_kazoo_log = logging.getLogger("kazoo.client")
+
+
+class _RefusedWhileStarting(logging.Filter):
+    """Drops kazoo's warnings that a connection to ZooKeeper was refused."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        refused = record.exc_info is not None and isinstance(
+            record.exc_info[1], ConnectionRefusedError
+        )
+        return not (refused or "Connection refused" in record.getMessage())
+
+
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (ConnectionLoss, SessionExpiredError)
+"""A request cut off by the session (the connection dropped, or the session expired):
+conditions a handler recovers from by running again once a session is back."""
 
 T = TypeVar("T")
 
@@ -109,13 +126,22 @@ class ZkClient:
         self._reconnected = asyncio.Event()
         """Set whenever the session is connected (again); cleared when a read waits on it."""
         self._kazoo.add_listener(self._on_state)
+        self.closing = False
+        """True once :meth:`close` began: the session's end is this process's own doing."""
 
     # -- session ----------------------------------------------------------------------
 
     async def start(self, timeout: float = 30.0) -> None:
-        """Open the session (and create the chroot when it is missing)."""
-        started = self._kazoo.start_async()
-        await asyncio.wait_for(self._await_event(started), timeout)
+        """Open the session (and create the chroot when it is missing). Until it is open,
+        kazoo's reports of refused connections (ZooKeeper still starting) are not printed:
+        not reaching it within ``timeout`` is the error reported."""
+        quiet = _RefusedWhileStarting()
+        _kazoo_log.addFilter(quiet)
+        try:
+            started = self._kazoo.start_async()
+            await asyncio.wait_for(self._await_event(started), timeout)
+        finally:
+            _kazoo_log.removeFilter(quiet)
         if not self._kazoo.connected:
             raise ConnectionLoss(f"no ZooKeeper session with {self.hosts} after {timeout} s")
         if self.chroot:
@@ -123,6 +149,7 @@ class ZkClient:
 
     async def close(self) -> None:
         """End the session: ephemeral znodes go at once, not after the session timeout."""
+        self.closing = True
         await asyncio.to_thread(self._stop)
 
     def _stop(self) -> None:

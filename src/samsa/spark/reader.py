@@ -21,14 +21,22 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    ReadMinRows,
-    SupportsTriggerAvailableNow,
-)
 from pyspark.sql.types import StructType
+
+try:
+    # Spark 4.2's admission control for Python streaming sources: read limits, the
+    # latestOffset(start, limit) planning call and Trigger.AvailableNow.
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        ReadMinRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError as exc:  # pragma: no cover - only with a pyspark older than 4.2
+    from samsa.spark.requirements import pyspark_too_old
+
+    raise pyspark_too_old() from exc
 
 from samsa.client.admin import Admin
 from samsa.errors import ConfigError, OffsetOutOfRangeError, SamsaError

@@ -23,10 +23,9 @@ resource needs the same on the cluster (CLUSTER_AUTHORIZATION_FAILED), as Kafka'
 Deviations from Kafka, on purpose:
 
 - BROKER resources (this broker's id, and ``""`` for the cluster-wide default)
-  take the dynamic keys samsa applies live (:mod:`samsa.broker.dynamic_config`:
-  the broker defaults of topic configs and ``log.cleaner.backoff.ms``); any
-  other key is INVALID_REQUEST as Kafka answers a static one. Describing
-  BROKER ``""`` answers the keys set at that level, as Kafka does.
+  take every key Kafka takes dynamically, checked as Kafka checks them; samsa
+  applies some and keeps the rest (:mod:`samsa.broker.dynamic_config`).
+  Describing BROKER ``""`` answers the keys set at that level, as Kafka does.
 - BROKER_LOGGER, GROUP and CLIENT_METRICS resources are INVALID_REQUEST.
 - Synonyms list every broker key that can set a topic key (``log.retention.hours``
   for ``retention.ms``…), not only those at or after the first one as Kafka's
@@ -47,9 +46,11 @@ from samsa.acl import ResourceType as AclResourceType
 from samsa.broker.api import error_fields, respond
 from samsa.broker.config import BROKER_CONFIG, BrokerConfig
 from samsa.broker.dynamic_config import (
+    DESCRIBED_BROKER_CONFIG,
     DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIG_SYNONYMS,
     DynamicBrokerConfig,
+    canonical_value,
 )
 from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.metadata.topic_manager import TopicManager
@@ -197,7 +198,7 @@ def _broker_synonyms(
             "source": ConfigSource.STATIC_BROKER_CONFIG,
         }
         for name in names
-        if name in static.overrides
+        if name in static.overrides and name in BROKER_CONFIG
     ]
     found += [
         {
@@ -206,7 +207,7 @@ def _broker_synonyms(
             "source": ConfigSource.DEFAULT_CONFIG,
         }
         for name in names
-        if (key := BROKER_CONFIG.keys[name]).default is not None
+        if (key := DESCRIBED_BROKER_CONFIG.keys[name]).default is not None
     ]
     return found
 
@@ -266,12 +267,10 @@ def _check_broker_name(broker: ConfigsServices, name: str) -> None:
     try:
         node_id = int(name)
     except ValueError:
-        raise InvalidRequestError(
-            f"ConfigsServices id must be an integer, but it is: {name}"
-        ) from None
+        raise InvalidRequestError(f"Node id must be an integer, but it is: {name}") from None
     if node_id != broker.node_id:
         raise InvalidRequestError(
-            f"Unexpected broker id, expected {broker.node_id} or empty string, but received {name}"
+            f"Unexpected broker id, expected {broker.node_id}, but received {name}"
         )
 
 
@@ -283,13 +282,10 @@ def _describe_broker(
     _check_broker_name(broker, name)
     per_broker = name != ""
     entries = []
-    for key in _selected(BROKER_CONFIG, wanted):
-        if per_broker:
-            value = config_string(broker.config[key.name], key.type)
-        elif key.name in broker.dynamic_config.cluster_default:
-            value = broker.dynamic_config.cluster_default[key.name]
-        else:
+    for key in _selected(DESCRIBED_BROKER_CONFIG, wanted):
+        if not per_broker and key.name not in broker.dynamic_config.cluster_default:
             continue
+        value = broker.dynamic_config.value(key.name, per_broker=per_broker)
         found = _broker_synonyms(broker, [key.name], per_broker=per_broker)
         read_only = key.name not in DYNAMIC_BROKER_CONFIGS
         entries.append(
@@ -359,9 +355,13 @@ def _incremented(
     definition: ConfigDef,
     effective: Callable[[str], Any],
     unknown: Callable[[str], KafkaError],
+    *,
+    any_name: bool = False,
 ) -> dict[str, str]:
     """IncrementalAlterConfigs: ``start`` with each operation applied in turn (APPEND and
-    SUBTRACT start from the ``effective`` value of a list key)."""
+    SUBTRACT start from the ``effective`` value of a list key). With ``any_name``, SET and
+    DELETE take a name ``definition`` lacks (the caller checks it), as Kafka's broker
+    configs do; APPEND and SUBTRACT still need a definition."""
     configs = list(configs)
     duplicated = sorted(n for n, count in Counter(c.name for c in configs).items() if count > 1)
     if duplicated:
@@ -370,7 +370,7 @@ def _incremented(
     for config in configs:
         name, op = config.name, config.config_operation
         key = definition.keys.get(name)
-        if key is None:
+        if key is None and not (any_name and op in (AlterConfigOp.SET, AlterConfigOp.DELETE)):
             raise unknown(name)
         if op == AlterConfigOp.DELETE:
             overrides.pop(name, None)
@@ -383,6 +383,7 @@ def _incremented(
             overrides[name] = config.value
             continue
         verb = "append" if op == AlterConfigOp.APPEND else "subtract"
+        assert key is not None
         if key.type is not ConfigType.LIST:
             raise InvalidConfigError(f"Config value {verb} is not allowed for config key: {name}")
         current = list(effective(name))
@@ -425,21 +426,23 @@ async def _alter_broker(
     per_broker = name != ""
     dynamic = broker.dynamic_config
     if incremental:
+
+        def effective(key: str) -> Any:
+            value = dynamic.value(key, per_broker=per_broker)
+            return [] if value is None else DESCRIBED_BROKER_CONFIG.parse_value(key, value)
+
         props = _incremented(
             dynamic.per_broker if per_broker else dynamic.cluster_default,
             resource.configs,
-            BROKER_CONFIG,
-            lambda key: broker.config[key],
-            lambda key: InvalidRequestError(f"Cannot update these configs dynamically: Set({key})"),
+            DESCRIBED_BROKER_CONFIG,
+            effective,
+            lambda key: InvalidConfigError(f"Unknown config name: {key}"),
+            any_name=True,
         )
     else:
         props = _replaced(resource.configs)
     dynamic.validate(per_broker, props)
-    canonical = {
-        key: config_string(BROKER_CONFIG.parse_value(key, value), BROKER_CONFIG.keys[key].type)
-        or value
-        for key, value in props.items()
-    }
+    canonical = {key: canonical_value(key, value) for key, value in props.items()}
     if not validate_only:
         await dynamic.update(per_broker, canonical)
 

@@ -343,7 +343,8 @@ class ZkCluster:
     def _on_session_state(self, state: str) -> None:
         if state == "LOST":
             self._session_lost = True
-            log.warning("broker %d lost its ZooKeeper session", self.node_id)
+            if not self.client.closing:  # not when this broker ends its session to stop
+                log.warning("broker %d lost its ZooKeeper session", self.node_id)
         elif state == "CONNECTED" and self._session_lost:
             self._session_lost = False
             self._spawn(self._rejoin())

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
+from samsa.coordinator.errors import write_error_code
 from samsa.coordinator.group.group import (
     Group,
     GroupConfig,
@@ -43,7 +44,7 @@ from samsa.coordinator.group.records import (
     encode_group_metadata_value,
 )
 from samsa.coordinator.timer import Timer
-from samsa.errors import ErrorCode
+from samsa.errors import ErrorCode, KafkaError
 from samsa.records import RecordBatchBuilder
 from samsa.types import TopicPartition
 
@@ -122,6 +123,14 @@ class GroupMetadataManager:
         async def run() -> None:
             try:
                 await coro
+            except KafkaError as exc:
+                if write_error_code(exc) == ErrorCode.UNKNOWN_SERVER_ERROR:
+                    log.exception("group coordinator: %s failed", what)
+                else:
+                    # The offsets partition cannot take it now (no leader here, too few
+                    # in-sync replicas, a timeout): the group lives on in memory and its
+                    # next change is stored; a client is answered a retriable error.
+                    log.warning("group coordinator: %s failed: %s", what, exc)
             except Exception:
                 log.exception("group coordinator: %s failed", what)
 
