@@ -180,33 +180,17 @@ class HttpServer:
             return None
         except asyncio.LimitOverrunError:
             raise HttpError(431, "request line too long") from None
-        try:
-            rest = b""
-            if first != b"\r\n":
-                rest = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
-                rest = rest[:-2]
-        except asyncio.LimitOverrunError:
-            raise HttpError(431, "request headers too large") from None
-        except asyncio.IncompleteReadError:
-            raise HttpError(400, "incomplete request headers") from None
-        except TimeoutError:
-            raise HttpError(408, "request headers not received in time") from None
         if first == b"\r\n":
             raise HttpError(400, "empty request line")
-        if len(first) + len(rest) > MAX_HEADER_BYTES:
-            raise HttpError(431, "request headers too large")
         parts = first.decode("latin-1").rstrip("\r\n").split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
             raise HttpError(400, "not an HTTP/1.x request")
         method, target, _version = parts
-        headers: dict[str, str] = {}
-        for line in rest.decode("latin-1").split("\r\n"):
-            if not line:
-                continue
-            name, colon, value = line.partition(":")
-            if not colon or not name.strip():
-                raise HttpError(400, f"malformed header line {line[:80]!r}")
-            headers[name.strip().lower()] = value.strip()
+        try:
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                headers = await _read_headers(reader, len(first))
+        except TimeoutError:
+            raise HttpError(408, "request headers not received in time") from None
         if "transfer-encoding" in headers:
             raise HttpError(411, "send the body with a Content-Length")
         length_text = headers.get("content-length", "0")
@@ -229,6 +213,27 @@ class HttpServer:
         except ValueError:
             raise HttpError(400, "malformed query string", close=False) from None
         return Request(method.upper(), path, query, headers, body)
+
+
+async def _read_headers(reader: asyncio.StreamReader, size: int) -> dict[str, str]:
+    """Header lines up to the empty one, names in lower case (``size``: bytes read so far)."""
+    headers: dict[str, str] = {}
+    while True:
+        try:
+            line = await reader.readuntil(b"\r\n")
+        except asyncio.LimitOverrunError:
+            raise HttpError(431, "request headers too large") from None
+        except asyncio.IncompleteReadError:
+            raise HttpError(400, "incomplete request headers") from None
+        size += len(line)
+        if size > MAX_HEADER_BYTES:
+            raise HttpError(431, "request headers too large")
+        if line == b"\r\n":
+            return headers
+        name, colon, value = line.decode("latin-1").rstrip("\r\n").partition(":")
+        if not colon or not name.strip():
+            raise HttpError(400, f"malformed header line {line[:80]!r}")
+        headers[name.strip().lower()] = value.strip()
 
 
 async def _send(
