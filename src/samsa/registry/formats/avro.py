@@ -154,7 +154,9 @@ class _Checker:
             self.errors.append(f"{path}: the reader's union has no branch for {_name(writer)}")
             return
         if isinstance(reader, str) or isinstance(writer, str):
-            if reader == writer or (reader, writer) in {(w, r) for r, w in _PROMOTIONS}:
+            if isinstance(reader, str) and isinstance(writer, str) and (
+                reader == writer or (writer, reader) in _PROMOTIONS
+            ):
                 return
             self.errors.append(
                 f"{path}: type mismatch, the reader's {_name(reader)} cannot read "
