@@ -154,8 +154,10 @@ class _Checker:
             self.errors.append(f"{path}: the reader's union has no branch for {_name(writer)}")
             return
         if isinstance(reader, str) or isinstance(writer, str):
-            if isinstance(reader, str) and isinstance(writer, str) and (
-                reader == writer or (writer, reader) in _PROMOTIONS
+            if (
+                isinstance(reader, str)
+                and isinstance(writer, str)
+                and (reader == writer or (writer, reader) in _PROMOTIONS)
             ):
                 return
             self.errors.append(
