@@ -155,6 +155,34 @@ def test_schema_types_are_avro_and_json(client: SchemaRegistryClient) -> None:
     assert sorted(fresh(client).get_schema_types()) == ["AVRO", "JSON"]
 
 
+def test_the_only_context_is_the_default_one(client: SchemaRegistryClient) -> None:
+    assert fresh(client).get_contexts() == ["."]
+
+
+def test_normalize_registers_differently_written_equal_schemas_once(
+    client: SchemaRegistryClient, subject: str
+) -> None:
+    spaced = (
+        '{ "type" : "record", "name": "N", "fields": [{"name": "a", "type": {"type": "int"}}] }'
+    )
+    reordered = '{"fields":[{"type":"int","name":"a"}],"name":"N","type":"record"}'
+    first = client.register_schema(subject, Schema(spaced, "AVRO"), normalize_schemas=True)
+    again = fresh(client).register_schema(
+        subject, Schema(reordered, "AVRO"), normalize_schemas=True
+    )
+    assert again == first
+    assert fresh(client).get_versions(subject) == [1]
+    found = fresh(client).lookup_schema(subject, Schema(reordered, "AVRO"), normalize_schemas=True)
+    assert found.version == 1
+
+
+def test_a_subject_with_a_slash_is_reached_percent_encoded(client: SchemaRegistryClient) -> None:
+    subject = "team/orders-value"
+    schema_id = client.register_schema(subject, Schema(USER_V1, "AVRO"))
+    assert fresh(client).get_latest_version(subject).schema_id == schema_id
+    assert subject in fresh(client).get_subjects()
+
+
 def test_unknown_subject_version_and_id_get_40401_40402_40403(
     client: SchemaRegistryClient, subject: str
 ) -> None:
@@ -580,6 +608,50 @@ def test_unknown_paths_get_404_and_wrong_methods_405_as_json(broker: BrokerProce
     assert (status, answer["error_code"]) == (405, 405)
     status, _, answer = raw(broker, "GET", "/subjects/s/versions/zero")
     assert (status, answer["error_code"]) == (422, 42202)
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GET /subjects HTTP/1.1\r\nno colon here\r\n\r\n", 400),
+        (b"POST /subjects/s/versions HTTP/1.1\r\nContent-Length: -5\r\n\r\n", 400),
+        (b"POST /subjects/s/versions HTTP/1.1\r\nContent-Length: ten\r\n\r\n", 400),
+        (b"POST /subjects/s/versions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411),
+        (b"GET /subjects HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n", 431),
+        (b"GET /subjects SPDY/3\r\n\r\n", 400),
+        (b"POST /subjects/s/versions HTTP/1.1\r\nContent-Length: 10\r\n\r\nshort", 400),
+    ],
+)
+def test_malformed_requests_get_a_4xx_json_error_and_the_connection_closed(
+    broker: BrokerProcess, request_bytes: bytes, status: int
+) -> None:
+    url = urlsplit(broker.schema_registry_url)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+        sock.sendall(request_bytes)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()), head
+    assert json.loads(body)["error_code"] == status
+
+
+def test_bodies_of_the_wrong_shape_get_the_registrys_codes(broker: BrokerProcess) -> None:
+    cases = [
+        ("POST", "/subjects/shape/versions", {"schema": 5}, 42201),
+        ("POST", "/subjects/shape/versions", {"schema": USER_V1, "schemaType": "XML"}, 42201),
+        ("POST", "/subjects/shape/versions", {"schema": USER_V1, "references": "x"}, 42201),
+        ("POST", "/subjects/shape/versions", {"schema": USER_V1, "references": [{"x": 1}]}, 42201),
+        ("PUT", "/config/shape", {"compatibility": 5}, 42203),
+        ("PUT", "/mode/shape", {"mode": ["READONLY"]}, 42204),
+        ("POST", "/subjects/shape/versions", [1, 2], 422),
+        ("POST", "/compatibility/subjects/shape/versions/latest", {"schema": "{"}, 42201),
+    ]
+    for method, path, body, code in cases:
+        status, _, answer = raw(broker, method, path, json.dumps(body))
+        assert answer["error_code"] == code, (path, body, answer)
+        assert status in (400, 404, 409, 422), (path, body, status)
 
 
 def test_garbage_instead_of_http_gets_400_and_the_connection_closed(

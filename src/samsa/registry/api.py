@@ -7,7 +7,7 @@ Routes (path segments are percent-decoded after splitting, so a subject may hold
     GET    /subjects/{s}/versions/{v}/schema  /subjects/{s}/versions/{v}/referencedby
     POST   /subjects/{s}/versions (register)  /subjects/{s} (lookup)
     DELETE /subjects/{s}  /subjects/{s}/versions/{v}     (?permanent=true: hard)
-    GET    /schemas/types  /schemas/ids/{id}[/schema|/subjects|/versions]
+    GET    /schemas/types  /schemas/ids/{id}[/schema|/subjects|/versions]  /contexts
     GET|PUT|DELETE /config  /config/{s}     GET|PUT /mode   GET|PUT|DELETE /mode/{s}
     POST   /compatibility/subjects/{s}/versions[/{v}]
 
@@ -148,6 +148,8 @@ class RegistryApi:
                 return await self.service.delete_version(
                     subject, parse_version(version), permanent=_flag(q, "permanent")
                 )
+            case ("GET", ["contexts"]):
+                return ["."]  # the default context only: contexts are not served
             case ("GET", ["schemas", "types"]):
                 return list(SCHEMA_TYPES)
             case ("GET", ["schemas", "ids", schema_id, *rest]) if len(rest) <= 1:
