@@ -654,6 +654,21 @@ def test_bodies_of_the_wrong_shape_get_the_registrys_codes(broker: BrokerProcess
         assert status in (400, 404, 409, 422), (path, body, status)
 
 
+@pytest.mark.parametrize("depth", [50, 400, 3000])
+def test_deeply_nested_schemas_get_an_answer_never_a_500(broker: BrokerProcess, depth: int) -> None:
+    def nested(leaf: str) -> str:  # built as text: json.dumps itself stops at ~1000 levels
+        opening = '{"type": "object", "properties": {"n": '
+        return opening * depth + f'{{"type": "{leaf}"}}' + "}}" * depth
+
+    subject = f"nested-{depth}"
+    for leaf in ("string", "integer"):  # the second is checked against the first
+        body = json.dumps({"schema": nested(leaf), "schemaType": "JSON"})
+        status, _, answer = raw(broker, "POST", f"/subjects/{subject}/versions", body)
+        assert status in (200, 409, 422), answer
+        if status != 200:
+            assert answer["error_code"] in (409, 42201), answer
+
+
 def test_garbage_instead_of_http_gets_400_and_the_connection_closed(
     broker: BrokerProcess,
 ) -> None:

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from samsa.registry.compatibility import compatibility_errors
 from samsa.registry.formats import SchemaParseError, parse_schema
+from samsa.registry.formats.json_schema import JsonSchema
 
 
 def reads(reader: Any, writer: Any) -> bool:
@@ -133,3 +135,15 @@ def test_invalid_json_schemas_are_parse_errors() -> None:
     for text in ('{"type": "nonsense"}', '{"minimum": "ten"}', "[1]", "{", '"x"'):
         with pytest.raises(SchemaParseError):
             parse_schema("JSON", text)
+
+
+def test_schemas_too_deep_to_compare_are_reported_incompatible_not_raised() -> None:
+    def nested(leaf: str) -> JsonSchema:
+        schema: dict[str, Any] = {"type": leaf}
+        for _ in range(5000):
+            schema = {"type": "object", "properties": {"n": schema}}
+        return JsonSchema(schema, {})
+
+    assert compatibility_errors("BACKWARD", nested("string"), [nested("integer")]) == [
+        "the schemas nest too deeply to be compared"
+    ]

@@ -31,9 +31,16 @@ def compatibility_errors(level: str, new: ParsedSchema, earlier: list[ParsedSche
     against = earlier if level.endswith("_TRANSITIVE") else earlier[-1:]
     base = level.removesuffix("_TRANSITIVE")
     errors: list[str] = []
+    try:
+        _check(base, new, against, errors)
+    except RecursionError:
+        errors.append("the schemas nest too deeply to be compared")
+    return errors
+
+
+def _check(base: str, new: ParsedSchema, against: list[ParsedSchema], errors: list[str]) -> None:
     for old in reversed(against):
         if base in ("BACKWARD", "FULL"):
             errors += [f"{e} (reading what the earlier schema wrote)" for e in new.read_errors(old)]
         if base in ("FORWARD", "FULL"):
             errors += [f"{e} (the earlier schema reading)" for e in old.read_errors(new)]
-    return errors

@@ -434,6 +434,17 @@ class RegistryService:
         )
 
 
+def _parse_and_store(
+    schema_type: str, text: str, dependencies: list[Dependency], normalized: bool
+) -> tuple[ParsedSchema, str]:
+    """The parsed schema and the form it is stored in (run on a worker thread)."""
+    try:
+        parsed = parse_schema(schema_type, text, dependencies)
+        return parsed, parsed.normalized if normalized else parsed.canonical
+    except RecursionError:
+        raise SchemaParseError("the schema nests too deeply") from None
+
+
 def _reference_fields(ref: Any) -> tuple[str, str, int]:
     if not isinstance(ref, dict):
         raise errors.invalid_schema("a reference is an object {name, subject, version}")

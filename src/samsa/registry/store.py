@@ -118,7 +118,13 @@ class SchemaTopic:
                 await asyncio.sleep(1.0)
                 continue
             for record in found:
-                self._apply(record.key, record.value)
+                try:
+                    self._apply(record.key, record.value)
+                except Exception:
+                    # A defect in applying one record: skipping it keeps the registry
+                    # answering (and its writers from waiting forever); the log shows it.
+                    log.exception("schema registry: record %d of %s not applied",
+                                  record.offset, self.topic)  # fmt: skip
                 self.next_offset = record.offset + 1
             with contextlib.suppress(SamsaError):
                 # Past records compaction removed, and the end of an empty topic.
