@@ -732,3 +732,9 @@ def test_the_schemas_topic_holds_confluent_format_keys_and_values(
         "schema": json.dumps(json.loads(USER_V1), separators=(",", ":")),
         "deleted": False,
     }
+
+
+def test_the_pytest_fixture_serves_a_registry(samsa_schema_registry: BrokerProcess) -> None:
+    registry = SchemaRegistryClient({"url": samsa_schema_registry.schema_registry_url})
+    schema_id = registry.register_schema("fixture-value", Schema(USER_V1, "AVRO"))
+    assert registry.get_schema(schema_id).schema_type == "AVRO"

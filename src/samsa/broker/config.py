@@ -257,6 +257,9 @@ BROKER_CONFIG = ConfigDef(
                   "(empty: no registry)."),
         ConfigKey("schema.registry.topic", _S, "_schemas",
                   "The compacted topic the schema registry keeps its schemas in."),
+        ConfigKey("schema.registry.topic.replication.factor", _I, 3,
+                  "Replicas of the schema registry's topic (fewer when fewer brokers are "
+                  "alive when it is created).", at_least(1)),
         ConfigKey("schema.registry.max.request.bytes", _I, 16 * 1024 * 1024,
                   "The largest request body the schema registry reads.", at_least(1024)),
         *SECURITY_CONFIG_KEYS,

@@ -331,6 +331,7 @@ class Broker:
             self.schema_registry = SchemaRegistry(
                 list(self.config.schema_registry_listeners),
                 topic=self.config["schema.registry.topic"],
+                replication_factor=self.config["schema.registry.topic.replication.factor"],
                 max_request_bytes=self.config["schema.registry.max.request.bytes"],
             )
             await self.schema_registry.listen()

@@ -3,9 +3,10 @@
 :class:`SchemaRegistry` binds its HTTP listeners while the broker binds its own
 (a port in use stops start-up early), reads the ``_schemas`` topic through the
 broker's first PLAINTEXT listener once the broker serves, and only then answers
-HTTP requests. It is a single node: the one registry of a single broker. On a
-ZooKeeper cluster, electing one broker's registry as the primary (the others
-forwarding writes) is not done yet: run the registry on one broker only.
+HTTP requests. There is one writer: on a ZooKeeper cluster, run the registry on
+one broker only (its topic is replicated like any other); electing one broker's
+registry as the primary, the others answering reads and forwarding writes, is not
+done yet.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ class SchemaRegistry:
         addresses: list[tuple[str, int]],
         *,
         topic: str = "_schemas",
+        replication_factor: int = 3,
         max_request_bytes: int = 16 * 1024 * 1024,
     ) -> None:
         self.addresses = addresses
         self.state = RegistryState()
         self.topic_name = topic
+        self.replication_factor = replication_factor
         self._topic: SchemaTopic | None = None
         self.service: RegistryService | None = None
         self._api: RegistryApi | None = None
@@ -59,7 +62,12 @@ class SchemaRegistry:
 
     async def start(self, client_config: dict[str, Any]) -> None:
         """Read the topic to its end (creating it at first start), then serve."""
-        self._topic = SchemaTopic(client_config, self.topic_name, self.state.apply)
+        self._topic = SchemaTopic(
+            client_config,
+            self.topic_name,
+            self.state.apply,
+            replication_factor=self.replication_factor,
+        )
         await self._topic.start()
         self.service = RegistryService(self.state, self._topic)
         self._api = RegistryApi(self.service)

@@ -40,7 +40,7 @@ class SchemaTopic:
         topic: str,
         apply: Apply,
         *,
-        replication_factor: int = -1,
+        replication_factor: int = 3,
         timeout_s: float = 30.0,
     ) -> None:
         self.topic = topic
@@ -81,17 +81,19 @@ class SchemaTopic:
         log.info("schema registry: read %s to offset %d", self.topic, end)
 
     async def _create_topic(self) -> None:
+        """One compacted partition with ``replication_factor`` replicas, fewer when fewer
+        brokers are alive (as Confluent's store does: one broker gets one replica)."""
         admin = AsyncAdmin({**self._client_config, "client.id": "schema-registry-admin"})
         try:
+            brokers = len((await admin.describe_cluster()).nodes)
+            replicas = max(min(self._replication_factor, brokers), 1)
+            if replicas < self._replication_factor:
+                log.warning(
+                    "schema registry: %s gets %d replicas (%d brokers alive, %d wanted)",
+                    self.topic, replicas, brokers, self._replication_factor,
+                )  # fmt: skip
             await admin.create_topics(
-                [
-                    NewTopic(
-                        self.topic,
-                        1,
-                        self._replication_factor,
-                        {"cleanup.policy": "compact"},
-                    )
-                ]
+                [NewTopic(self.topic, 1, replicas, {"cleanup.policy": "compact"})]
             )
         except TopicAlreadyExistsError:
             pass
