@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import (
+    Metadata,
+    MetadataProperties,
     Schema,
     SchemaReference,
     SchemaRegistryClient,
@@ -149,6 +151,27 @@ def test_register_full_response_carries_the_id_and_version(
     registered = client.register_schema_full_response(subject, Schema(USER_V1, "AVRO"))
     assert registered.version == 1
     assert registered.schema_id == fresh(client).get_latest_version(subject).schema_id
+
+
+def test_metadata_is_kept_and_the_latest_version_with_it_is_found(
+    client: SchemaRegistryClient, subject: str
+) -> None:
+    tagged = Schema(
+        USER_V1, "AVRO", metadata=Metadata(None, MetadataProperties({"owner": "ops"}), None)
+    )
+    newer = Schema(
+        USER_V2, "AVRO", metadata=Metadata(None, MetadataProperties({"owner": "dev"}), None)
+    )
+    first = client.register_schema(subject, tagged)
+    client.register_schema(subject, newer)
+    sr = fresh(client)
+    found = sr.get_latest_with_metadata(subject, {"owner": "ops"})
+    assert (found.version, found.schema_id) == (1, first)
+    assert found.schema.metadata.properties.properties == {"owner": "ops"}
+    assert sr.get_latest_with_metadata(subject, {}).version == 2
+    with pytest.raises(SchemaRegistryError) as none:
+        sr.get_latest_with_metadata(subject, {"owner": "nobody"})
+    assert error_code(none) == (404, 40403)
 
 
 def test_schema_types_are_avro_and_json(client: SchemaRegistryClient) -> None:

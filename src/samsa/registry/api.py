@@ -5,6 +5,7 @@ Routes (path segments are percent-decoded after splitting, so a subject may hold
 
     GET    /  /subjects  /subjects/{s}/versions  /subjects/{s}/versions/{v}
     GET    /subjects/{s}/versions/{v}/schema  /subjects/{s}/versions/{v}/referencedby
+    GET    /subjects/{s}/metadata?key=k&value=v (the latest version with that metadata)
     POST   /subjects/{s}/versions (register)  /subjects/{s} (lookup)
     DELETE /subjects/{s}  /subjects/{s}/versions/{v}     (?permanent=true: hard)
     GET    /schemas/types  /schemas/ids/{id}[/schema|/subjects|/versions]  /contexts
@@ -29,7 +30,7 @@ from samsa.registry.errors import RegistryError
 from samsa.registry.formats import SCHEMA_TYPES
 from samsa.registry.http import Request, Response
 from samsa.registry.service import RegistryService, check_subject, parse_version
-from samsa.registry.state import SubjectVersion
+from samsa.registry.state import SchemaContent, SubjectVersion
 
 V1_JSON = "application/vnd.schemaregistry.v1+json"
 _PARSE_INLINE_BYTES = 256 * 1024
@@ -122,6 +123,15 @@ class RegistryApi:
                 if not found:
                     raise errors.subject_not_found(subject)
                 return _page([v.version for v in found], q)
+            case ("GET", ["subjects", subject, "metadata"]):
+                keys = [unquote(v) for k, v in request.query_pairs if k == "key"]
+                values = [unquote(v) for k, v in request.query_pairs if k == "value"]
+                if len(keys) != len(values):
+                    raise errors.bad_request("key and value parameters must come in pairs")
+                entry = self.service.latest_with_metadata(
+                    subject, list(zip(keys, values, strict=True)), deleted=_flag(q, "deleted")
+                )
+                return self._describe(entry)
             case ("GET", ["subjects", subject, "versions", version]):
                 entry = self._version(subject, version, q)
                 return self._describe(entry)
@@ -220,6 +230,7 @@ class RegistryApi:
             found["schemaType"] = entry.content.schema_type
         if entry.content.reference_list:
             found["references"] = entry.content.reference_list
+        _add_contract(found, entry.content)
         found["schema"] = entry.content.schema
         return found
 
@@ -236,6 +247,7 @@ class RegistryApi:
                 found["schemaType"] = content.schema_type
             if content.reference_list:
                 found["references"] = content.reference_list
+            _add_contract(found, content)
             found["schema"] = content.schema
             return found
         if tail == "schema":
@@ -271,6 +283,13 @@ class RegistryApi:
         if _flag(q, "verbose"):
             answer["messages"] = errs
         return answer
+
+
+def _add_contract(found: dict[str, Any], content: SchemaContent) -> None:
+    if content.metadata:
+        found["metadata"] = content.metadata_object
+    if content.rule_set:
+        found["ruleSet"] = content.rule_set_object
 
 
 def _known_path(parts: list[str]) -> bool:

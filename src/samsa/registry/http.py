@@ -56,9 +56,11 @@ class Request:
     path: str
     """The path without its query, still percent-encoded (split it before decoding)."""
     query: dict[str, str]
+    """Query parameters (the last value of a repeated one; ``query_pairs`` has them all)."""
     headers: dict[str, str]
     """Header names in lower case."""
     body: bytes = b""
+    query_pairs: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -209,10 +211,10 @@ class HttpServer:
             raise HttpError(408, "request body not received in time") from None
         path, _, query_text = target.partition("?")
         try:
-            query = dict(parse_qsl(query_text, keep_blank_values=True, strict_parsing=False))
+            pairs = parse_qsl(query_text, keep_blank_values=True, strict_parsing=False)
         except ValueError:
             raise HttpError(400, "malformed query string", close=False) from None
-        return Request(method.upper(), path, query, headers, body)
+        return Request(method.upper(), path, dict(pairs), headers, body, pairs)
 
 
 async def _read_headers(reader: asyncio.StreamReader, size: int) -> dict[str, str]:

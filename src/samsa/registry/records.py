@@ -13,7 +13,8 @@ so the bytes must be the same for the same key)::
 
 Values::
 
-    SCHEMA          {"subject","version","id","schema","deleted"[,"schemaType"][,"references"]}
+    SCHEMA          {"subject","version","id","schema","deleted"[,"schemaType"][,"references"]
+                    [,"metadata"][,"ruleSet"]}
                     (``schemaType`` absent: AVRO); a tombstone (no value) is a hard delete
     CONFIG          {"compatibilityLevel": "BACKWARD"[, "normalize": true]}; no value: removed
     MODE            {"mode": "READONLY"}; no value: removed
@@ -73,6 +74,8 @@ def schema_value(  # noqa: PLR0917 (the value's fields, in the record's order)
     references: list[dict[str, Any]],
     *,
     deleted: bool = False,
+    metadata: dict[str, Any] | None = None,
+    rule_set: dict[str, Any] | None = None,
 ) -> bytes:
     value: dict[str, Any] = {
         "subject": subject,
@@ -85,6 +88,10 @@ def schema_value(  # noqa: PLR0917 (the value's fields, in the record's order)
         value["schemaType"] = schema_type
     if references:
         value["references"] = references
+    if metadata:
+        value["metadata"] = metadata
+    if rule_set:
+        value["ruleSet"] = rule_set
     return _dumps(value)
 
 

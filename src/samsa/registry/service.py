@@ -180,7 +180,24 @@ class RegistryService:
         stored = (
             parsed.normalized if normalize or self.normalize_default(subject) else parsed.canonical
         )
-        return content_of(schema_type, stored, references), parsed
+        metadata, rule_set = body.get("metadata"), body.get("ruleSet")
+        for name, given in (("metadata", metadata), ("ruleSet", rule_set)):
+            if given is not None and not isinstance(given, dict):
+                raise errors.invalid_schema(f"{name} must be an object")
+        return content_of(schema_type, stored, references, metadata, rule_set), parsed
+
+    def latest_with_metadata(
+        self, subject: str, wanted: list[tuple[str, str]], *, deleted: bool
+    ) -> SubjectVersion:
+        """The latest version whose metadata properties hold every ``(key, value)``."""
+        found = self.state.versions(subject, deleted=deleted)
+        if not found:
+            raise errors.subject_not_found(subject)
+        for entry in reversed(found):
+            properties = (entry.content.metadata_object or {}).get("properties") or {}
+            if all(properties.get(k) == v for k, v in wanted):
+                return entry
+        raise errors.schema_not_found(f"No version of subject '{subject}' has that metadata")
 
     def lookup(self, subject: str, content: SchemaContent, *, deleted: bool) -> SubjectVersion:
         if subject not in self.state.subjects:
@@ -265,6 +282,8 @@ class RegistryService:
                         content.schema,
                         content.schema_type,
                         content.reference_list,
+                        metadata=content.metadata_object,
+                        rule_set=content.rule_set_object,
                     ),
                 )
             )
@@ -431,6 +450,8 @@ class RegistryService:
             entry.content.schema_type,
             entry.content.reference_list,
             deleted=deleted,
+            metadata=entry.content.metadata_object,
+            rule_set=entry.content.rule_set_object,
         )
 
 

@@ -27,15 +27,43 @@ class SchemaContent:
     schema: str
     references: str
     """The references as compact JSON (a list of {name, subject, version})."""
+    metadata: str = ""
+    """Confluent's ``metadata`` (tags, properties) as compact JSON, or empty."""
+    rule_set: str = ""
+    """Confluent's ``ruleSet`` (data contract rules, kept, not run) as compact JSON, or empty."""
 
     @property
     def reference_list(self) -> list[dict[str, Any]]:
         refs: list[dict[str, Any]] = json.loads(self.references)
         return refs
 
+    @property
+    def metadata_object(self) -> dict[str, Any] | None:
+        return json.loads(self.metadata) if self.metadata else None
 
-def content_of(schema_type: str, schema: str, references: list[dict[str, Any]]) -> SchemaContent:
-    return SchemaContent(schema_type, schema, json.dumps(references, separators=(",", ":")))
+    @property
+    def rule_set_object(self) -> dict[str, Any] | None:
+        return json.loads(self.rule_set) if self.rule_set else None
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), sort_keys=True) if obj else ""
+
+
+def content_of(
+    schema_type: str,
+    schema: str,
+    references: list[dict[str, Any]],
+    metadata: dict[str, Any] | None = None,
+    rule_set: dict[str, Any] | None = None,
+) -> SchemaContent:
+    return SchemaContent(
+        schema_type,
+        schema,
+        json.dumps(references, separators=(",", ":")),
+        _compact(metadata),
+        _compact(rule_set),
+    )
 
 
 @dataclass(slots=True)
@@ -135,6 +163,8 @@ class RegistryState:
             str(value.get("schemaType") or "AVRO"),
             str(value["schema"]),
             list(value.get("references") or []),
+            value.get("metadata") if isinstance(value.get("metadata"), dict) else None,
+            value.get("ruleSet") if isinstance(value.get("ruleSet"), dict) else None,
         )
         previous = self.subjects.get(subject, {}).get(version)
         self.subjects.setdefault(subject, {})[version] = SubjectVersion(
