@@ -174,6 +174,17 @@ def test_metadata_is_kept_and_the_latest_version_with_it_is_found(
     assert error_code(none) == (404, 40403)
 
 
+def test_a_schema_is_found_by_its_guid(client: SchemaRegistryClient, subject: str) -> None:
+    registered = client.register_schema_full_response(subject, Schema(USER_V1, "AVRO"))
+    sr = fresh(client)
+    assert registered.guid is not None
+    assert sr.get_version(subject, 1).guid == registered.guid
+    assert json.loads(sr.get_schema_by_guid(registered.guid).schema_str) == json.loads(USER_V1)
+    with pytest.raises(SchemaRegistryError) as unknown:
+        sr.get_schema_by_guid("00000000-0000-0000-0000-000000000000")
+    assert error_code(unknown) == (404, 40403)
+
+
 def test_schema_types_are_avro_and_json(client: SchemaRegistryClient) -> None:
     assert sorted(fresh(client).get_schema_types()) == ["AVRO", "JSON"]
 

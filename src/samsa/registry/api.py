@@ -9,6 +9,7 @@ Routes (path segments are percent-decoded after splitting, so a subject may hold
     POST   /subjects/{s}/versions (register)  /subjects/{s} (lookup)
     DELETE /subjects/{s}  /subjects/{s}/versions/{v}     (?permanent=true: hard)
     GET    /schemas/types  /schemas/ids/{id}[/schema|/subjects|/versions]  /contexts
+    GET    /schemas/guids/{guid}[/ids|/schema|/subjects|/versions]
     GET|PUT|DELETE /config  /config/{s}     GET|PUT /mode   GET|PUT|DELETE /mode/{s}
     POST   /compatibility/subjects/{s}/versions[/{v}]
 
@@ -144,7 +145,11 @@ class RegistryApi:
             case ("POST", ["subjects", subject, "versions"]):
                 body = await self._body(request)
                 entry = await self.service.register(subject, body, normalize=_flag(q, "normalize"))
-                return {"id": entry.schema_id, "version": entry.version}
+                return {
+                    "id": entry.schema_id,
+                    "version": entry.version,
+                    "guid": entry.content.guid,
+                }
             case ("POST", ["subjects", subject]):
                 body = await self._body(request)
                 content, _ = await self.service.prepare(
@@ -164,6 +169,13 @@ class RegistryApi:
                 return list(SCHEMA_TYPES)
             case ("GET", ["schemas", "ids", schema_id, *rest]) if len(rest) <= 1:
                 return self._schema_by_id(schema_id, rest[0] if rest else None, q)
+            case ("GET", ["schemas", "guids", guid, *rest]) if len(rest) <= 1:
+                found_id = self.service.state.guids.get(guid)
+                if found_id is None:
+                    raise errors.schema_not_found()
+                if rest == ["ids"]:
+                    return [found_id]
+                return self._schema_by_id(str(found_id), rest[0] if rest else None, q)
             case ("POST", ["compatibility", "subjects", subject, "versions", *rest]) if (
                 len(rest) <= 1
             ):
@@ -225,6 +237,7 @@ class RegistryApi:
             "subject": entry.subject,
             "version": entry.version,
             "id": entry.schema_id,
+            "guid": entry.content.guid,
         }
         if entry.content.schema_type != "AVRO":
             found["schemaType"] = entry.content.schema_type
@@ -242,7 +255,7 @@ class RegistryApi:
         content = self.service.schema_by_id(schema_id)
         deleted = _flag(q, "deleted")
         if tail is None:
-            found: dict[str, Any] = {}
+            found: dict[str, Any] = {"guid": content.guid}
             if content.schema_type != "AVRO":
                 found["schemaType"] = content.schema_type
             if content.reference_list:

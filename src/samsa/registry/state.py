@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 from samsa.registry import records
 
 log = logging.getLogger(__name__)
+
+_GUID_NAMESPACE = uuid.UUID("5a3b2f1e-0c4d-4e6f-8a9b-1c2d3e4f5a6b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,14 @@ class SchemaContent:
     def reference_list(self) -> list[dict[str, Any]]:
         refs: list[dict[str, Any]] = json.loads(self.references)
         return refs
+
+    @property
+    def guid(self) -> str:
+        """A content-addressed id (UUID 5 of the content), the same wherever and whenever
+        the schema is registered: newer clients ask for schemas by it."""
+        return str(uuid.uuid5(_GUID_NAMESPACE, json.dumps(
+            [self.schema_type, self.schema, self.references, self.metadata, self.rule_set]
+        )))  # fmt: skip
 
     @property
     def metadata_object(self) -> dict[str, Any] | None:
@@ -80,6 +91,8 @@ class RegistryState:
     subjects: dict[str, dict[int, SubjectVersion]] = field(default_factory=dict)
     schemas: dict[int, SchemaContent] = field(default_factory=dict)
     ids: dict[SchemaContent, int] = field(default_factory=dict)
+    guids: dict[str, int] = field(default_factory=dict)
+    """Schema ids by :attr:`SchemaContent.guid`."""
     max_id: int = 0
     """The highest schema id ever seen (ids are given from here up, never twice)."""
     configs: dict[str | None, dict[str, Any]] = field(default_factory=dict)
@@ -172,6 +185,7 @@ class RegistryState:
         )
         self.schemas[schema_id] = content
         self.ids.setdefault(content, schema_id)
+        self.guids.setdefault(content.guid, schema_id)
         self.max_id = max(self.max_id, schema_id)
         if previous is not None and previous.schema_id != schema_id:
             self._forget_if_unused(previous.schema_id)
@@ -182,6 +196,8 @@ class RegistryState:
         content = self.schemas.pop(schema_id, None)
         if content is not None and self.ids.get(content) == schema_id:
             del self.ids[content]
+        if content is not None and self.guids.get(content.guid) == schema_id:
+            del self.guids[content.guid]
 
     def _apply_config(self, subject: Any, value: dict[str, Any] | None) -> None:
         if value is None:
