@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import subprocess
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -354,6 +355,9 @@ def test_import_mode_registers_under_the_id_and_version_the_caller_gives(
     clash = json.dumps({"schema": USER_V2, "id": 5000, "version": 8})
     status, _, answer = raw(broker, "POST", f"/subjects/{subject}/versions", clash)
     assert (status, answer["error_code"]) == (422, 42207)
+    taken = json.dumps({"schema": USER_V2, "id": 5001, "version": 7})
+    status, _, answer = raw(broker, "POST", f"/subjects/{subject}/versions", taken)
+    assert (status, answer["error_code"]) == (422, 42205)
     sr.update_mode(subject, "READWRITE")
     status, _, answer = raw(broker, "POST", f"/subjects/{subject}/versions", body)
     assert (status, answer["error_code"]) == (422, 42205)
@@ -701,6 +705,34 @@ def test_deeply_nested_schemas_get_an_answer_never_a_500(broker: BrokerProcess, 
         assert status in (200, 409, 422), answer
         if status != 200:
             assert answer["error_code"] in (409, 42201), answer
+
+
+def test_curl_is_told_to_continue_when_it_asks_before_sending_a_large_body(
+    broker: BrokerProcess, subject: str
+) -> None:
+    fields = [{"name": f"field_{i}", "type": "string", "default": ""} for i in range(200)]
+    schema = json.dumps({"type": "record", "name": "Wide", "fields": fields})
+    command = [
+        "curl", "-sv", "-o", "/dev/null", "-w", "%{http_code}",
+        "-H", "Content-Type: application/vnd.schemaregistry.v1+json",
+        "-H", "Expect: 100-continue",  # what curl sends on its own past a size it chooses
+        "--data-binary", json.dumps({"schema": schema}),
+        f"{broker.schema_registry_url}/subjects/{subject}/versions",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=30)
+    assert done.stdout == "200"
+    assert "HTTP/1.1 100 Continue" in done.stderr
+
+
+def test_an_http_1_0_request_is_answered_and_the_connection_closed(broker: BrokerProcess) -> None:
+    url = urlsplit(broker.schema_registry_url)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as sock:
+        sock.sendall(b"GET /schemas/types HTTP/1.0\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 ")
+    assert json.loads(answer.partition(b"\r\n\r\n")[2]) == ["AVRO", "JSON"]
 
 
 def test_garbage_instead_of_http_gets_400_and_the_connection_closed(

@@ -144,7 +144,7 @@ class HttpServer:
         try:
             while True:
                 try:
-                    request = await self._read_request(reader)
+                    request = await self._read_request(reader, writer)
                 except HttpError as exc:
                     await _send(
                         writer, Response(exc.status, self._error_body(exc.status, exc.message))
@@ -160,7 +160,7 @@ class HttpServer:
                     # A defect in a handler: the client gets no traceback, the log does.
                     log.exception("%s: %s %s failed", self._name, request.method, request.path)
                     response = Response(500, self._error_body(500, "Internal Server Error"))
-                keep_alive = request.headers.get("connection", "").lower() != "close"
+                keep_alive = _keep_alive(request)
                 await _send(writer, response, head_only=request.method == "HEAD",
                             keep_alive=keep_alive)  # fmt: skip
                 if not keep_alive:
@@ -170,7 +170,9 @@ class HttpServer:
         finally:
             writer.close()
 
-    async def _read_request(self, reader: asyncio.StreamReader) -> Request | None:
+    async def _read_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> Request | None:
         """The next request on the connection (None: the client closed it between requests)."""
         try:
             first = await asyncio.wait_for(reader.readuntil(b"\r\n"), IDLE_TIMEOUT_S)
@@ -187,7 +189,7 @@ class HttpServer:
         parts = first.decode("latin-1").rstrip("\r\n").split(" ")
         if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
             raise HttpError(400, "not an HTTP/1.x request")
-        method, target, _version = parts
+        method, target, version = parts
         try:
             async with asyncio.timeout(READ_TIMEOUT_S):
                 headers = await _read_headers(reader, len(first))
@@ -203,6 +205,9 @@ class HttpServer:
             raise HttpError(
                 413, f"the request body ({length} bytes) is larger than {self.max_body_bytes} bytes"
             )
+        if length and headers.get("expect", "").lower() == "100-continue":
+            # curl asks before sending a body over 1 KiB, and waits a second for this.
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         try:
             body = await asyncio.wait_for(reader.readexactly(length), READ_TIMEOUT_S)
         except asyncio.IncompleteReadError:
@@ -214,7 +219,18 @@ class HttpServer:
             pairs = parse_qsl(query_text, keep_blank_values=True, strict_parsing=False)
         except ValueError:
             raise HttpError(400, "malformed query string", close=False) from None
+        if version == "HTTP/1.0":
+            headers["x-http-1.0"] = "1"
         return Request(method.upper(), path, dict(pairs), headers, body, pairs)
+
+
+def _keep_alive(request: Request) -> bool:
+    """HTTP/1.1 keeps the connection unless the client says close; 1.0 closes it unless
+    the client says keep-alive."""
+    connection = request.headers.get("connection", "").lower()
+    if "x-http-1.0" in request.headers:
+        return connection == "keep-alive"
+    return connection != "close"
 
 
 async def _read_headers(reader: asyncio.StreamReader, size: int) -> dict[str, str]:

@@ -272,6 +272,13 @@ class RegistryService:
             version = self.state.next_version(subject)
             if mode == "IMPORT" and wanted_version is not None and wanted_version > 0:
                 version = wanted_version
+                taken = self.state.subjects.get(subject, {}).get(version)
+                if taken is not None:
+                    if taken.content == content and taken.schema_id == schema_id:
+                        return taken
+                    raise errors.operation_not_permitted(
+                        f"Version {version} of subject {subject} already holds another schema"
+                    )
             await self.topic.write(
                 (
                     records.schema_key(subject, version),
