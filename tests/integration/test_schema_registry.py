@@ -13,6 +13,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -144,6 +145,21 @@ def test_the_same_schema_under_two_subjects_has_one_id_and_another_schema_a_new_
         subject,
         subject + "-other",
     ]
+
+
+def test_concurrent_registrations_get_distinct_ids_and_consecutive_versions(
+    client: SchemaRegistryClient, subject: str
+) -> None:
+    client.set_compatibility(subject, "NONE")
+    schemas = [avro_record(f"Concurrent{i}", {"name": "x", "type": "int"}) for i in range(16)]
+    with ThreadPoolExecutor(8) as pool:
+        ids = list(pool.map(lambda s: fresh(client).register_schema(subject, Schema(s, "AVRO")),
+                            schemas))  # fmt: skip
+    assert len(set(ids)) == len(schemas)
+    sr = fresh(client)
+    assert sr.get_versions(subject) == list(range(1, len(schemas) + 1))
+    by_version = {sr.get_version(subject, v).schema_id for v in range(1, len(schemas) + 1)}
+    assert by_version == set(ids)
 
 
 def test_register_full_response_carries_the_id_and_version(
