@@ -73,7 +73,12 @@ class SchemaTopic:
         self._consumer.seek_to_beginning([self._tp])
         end = (await self._consumer.end_offsets([self._tp], timeout=self.timeout_s))[self._tp]
         self._producer = AsyncProducer(
-            {**self._client_config, "acks": "all", "client.id": "schema-registry-writer"}
+            {
+                **self._client_config,
+                "acks": "all",
+                "linger.ms": 0,  # one record per write, waited for: nothing to batch
+                "client.id": "schema-registry-writer",
+            }
         )
         await self._producer.start()
         self._reader = asyncio.get_running_loop().create_task(self._read())
