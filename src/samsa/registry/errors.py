@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from samsa.errors import SamsaError
+
 SUBJECT_NOT_FOUND = 40401
 VERSION_NOT_FOUND = 40402
 SCHEMA_NOT_FOUND = 40403
@@ -30,8 +32,9 @@ STORE_ERROR = 50001
 STORE_TIMEOUT = 50002
 
 
-class RegistryError(Exception):
-    """An error answered to the client: ``status`` is HTTP's, ``error_code`` Confluent's."""
+class RegistryError(SamsaError):
+    """An error answered to the client: ``status`` is HTTP's, ``error_code`` Confluent's
+    (raised by the registry's operations; at start-up, one stops the broker's start)."""
 
     def __init__(self, status: int, error_code: int, message: str) -> None:
         super().__init__(message)
