@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml constraints.txt setup.py src/samsa/records/_native.c
 	       $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq gcc python3-dev; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,console]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,console,registry]'
 	touch $(STAMP)
 
 # kcat (Debian package) is one of the real clients the integration tests drive.
@@ -103,17 +103,19 @@ jvm: $(JVM)
 # samsa.spark: the spark extra (pyspark builds from an sdist, about a minute) and a
 # Java 17+ runtime for Spark's JVM (Debian's openjdk-17-jre-headless when missing).
 $(SPARK): $(STAMP)
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,console,spark]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,console,registry,spark]'
 	@java -version 2>&1 | grep -qE 'version "(1[7-9]|[2-9][0-9])' || { \
 	  echo "installing a Java 17 runtime for Spark (Debian package)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq openjdk-17-jre-headless; }
 	touch $(SPARK)
 
-# Prometheus metrics at http://127.0.0.1:9644/metrics (docs/metrics.md).
+# Prometheus metrics at http://127.0.0.1:9644/metrics (docs/metrics.md), the schema
+# registry at http://127.0.0.1:8081 (README, "Schema registry").
 run: $(STAMP)
 	$(BIN)/samsa serve --override listeners=PLAINTEXT://127.0.0.1:9092 --override log.dirs=./data \
-	  --override metrics.listeners=http://127.0.0.1:9644
+	  --override metrics.listeners=http://127.0.0.1:9644 \
+	  --override schema.registry.listeners=http://127.0.0.1:8081
 
 # The web console for the broker of `make run`, on http://127.0.0.1:8080.
 console: $(STAMP)

@@ -42,6 +42,7 @@ pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 README_BOOTSTRAP = "127.0.0.1:9092"
+README_REGISTRY = "http://127.0.0.1:8081"
 # A command of the README finishes in seconds; this only stops a hang.
 COMMAND_TIMEOUT_S = 120
 SET_UP = ("make ", "source .venv/bin/activate")
@@ -51,6 +52,7 @@ WALKED = {
     "Set-up: two commands",
     "Using the broker",
     "Python clients",
+    "Schema registry",
     "Command-line tools",
     "Using the storage library",
 }
@@ -231,11 +233,18 @@ def mismatch(shown: list[str], printed: list[str]) -> str | None:
 def newcomer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[BrokerProcess]:
     """A broker as `make run` starts it (data in ./data), on a free port, in ``tmp_path``."""
     monkeypatch.chdir(tmp_path)
-    broker = start_broker(Path("data"))
+    broker = start_broker(Path("data"), schema_registry=True)
     try:
         yield broker
     finally:
         broker.stop()
+
+
+def addresses_of(broker: BrokerProcess, text: str) -> str:
+    """The README's text with the addresses of ``make run`` replaced by ``broker``'s."""
+    return text.replace(README_BOOTSTRAP, broker.bootstrap).replace(
+        README_REGISTRY, broker.schema_registry_url
+    )
 
 
 def run_shell(block: Block, broker: BrokerProcess) -> None:
@@ -249,8 +258,7 @@ def run_shell(block: Block, broker: BrokerProcess) -> None:
         if command.text.startswith("kcat"):
             assert shutil.which("kcat"), "kcat is not installed: `make test` installs it"
         result = subprocess.run(
-            ["bash", "-o", "pipefail", "-c", command.text.replace(README_BOOTSTRAP,
-                                                                  broker.bootstrap)],
+            ["bash", "-o", "pipefail", "-c", addresses_of(broker, command.text)],
             capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False, env=env,
         )  # fmt: skip
         where = f"README.md:{command.line}: {command.text}"
@@ -264,7 +272,7 @@ def run_shell(block: Block, broker: BrokerProcess) -> None:
 
 
 def run_python(block: Block, broker: BrokerProcess, capsys: pytest.CaptureFixture[str]) -> None:
-    code = block.text.replace(README_BOOTSTRAP, broker.bootstrap)
+    code = addresses_of(broker, block.text)
     before = sorted(os.listdir("."))
     namespace: dict[str, object] = {}
     exec(compile(code, str(README), "exec"), namespace)

@@ -252,6 +252,16 @@ BROKER_CONFIG = ConfigDef(
         ConfigKey("metrics.listeners", _LIST, [],
                   "http://HOST:PORT addresses serving Prometheus metrics at GET /metrics "
                   "(empty: none)."),
+        ConfigKey("schema.registry.listeners", _LIST, [],
+                  "http://HOST:PORT addresses serving the schema registry's REST API "
+                  "(empty: no registry)."),
+        ConfigKey("schema.registry.topic", _S, "_schemas",
+                  "The compacted topic the schema registry keeps its schemas in."),
+        ConfigKey("schema.registry.topic.replication.factor", _I, 3,
+                  "Replicas of the schema registry's topic (fewer when fewer brokers are "
+                  "alive when it is created).", at_least(1)),
+        ConfigKey("schema.registry.max.request.bytes", _I, 16 * 1024 * 1024,
+                  "The largest request body the schema registry reads.", at_least(1024)),
         *SECURITY_CONFIG_KEYS,
     ]
 )  # fmt: skip
@@ -317,12 +327,12 @@ def parse_listener(spec: str, protocols: Mapping[str, str] | None = None) -> Lis
     return Listener(name, host.strip("[]") or "0.0.0.0", int(port), protocol)
 
 
-def parse_metrics_listener(spec: str) -> tuple[str, int]:
+def parse_metrics_listener(spec: str, key: str = "metrics.listeners") -> tuple[str, int]:
     """``http://host:port`` (``metrics.listeners``) → ``(host, port)``; port 0 picks one."""
     scheme, sep, address = spec.partition("://")
     host, colon, port = address.rstrip("/").rpartition(":")
     if scheme.lower() != "http" or not sep or not colon or not port.isdigit() or int(port) > 65535:
-        raise ConfigError(f"invalid metrics.listeners entry {spec!r}: expected http://HOST:PORT")
+        raise ConfigError(f"invalid {key} entry {spec!r}: expected http://HOST:PORT")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
@@ -343,6 +353,8 @@ class BrokerConfig:
     """How this broker connects to the others (cluster mode)."""
     metrics_listeners: tuple[tuple[str, int], ...] = ()
     """``(host, port)`` of each ``metrics.listeners`` entry."""
+    schema_registry_listeners: tuple[tuple[str, int], ...] = ()
+    """``(host, port)`` of each ``schema.registry.listeners`` entry."""
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -381,6 +393,10 @@ class BrokerConfig:
             security=security,
             inter_broker_security=inter_broker,
             metrics_listeners=tuple(parse_metrics_listener(s) for s in values["metrics.listeners"]),
+            schema_registry_listeners=tuple(
+                parse_metrics_listener(s, "schema.registry.listeners")
+                for s in values["schema.registry.listeners"]
+            ),
         )
 
     @classmethod

@@ -12,7 +12,8 @@ running out of descriptors.
 
 The broker counts what it serves as it goes (:mod:`samsa.broker.metrics`); with
 ``metrics.listeners`` set it also serves them to Prometheus at ``GET /metrics``
-(``prometheus_client`` is imported only then).
+(``prometheus_client`` is imported only then). With ``schema.registry.listeners``
+set it serves the schema registry (:mod:`samsa.registry`, imported only then).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ from samsa.types import TopicPartition
 
 if TYPE_CHECKING:
     from samsa.broker.metrics.exporter import MetricsExporter
+    from samsa.registry.server import SchemaRegistry
 
 log = logging.getLogger(__name__)
 
@@ -275,6 +277,8 @@ class Broker:
         self.connection_stats = ConnectionStats()
         self.metrics: MetricsExporter | None = None
         """The ``metrics.listeners`` endpoint (None when none is configured)."""
+        self.schema_registry: SchemaRegistry | None = None
+        """The ``schema.registry.listeners`` registry (None when none is configured)."""
         # What any peer can provoke at will is logged a few times a minute at most.
         self.bad_request_log = RateLimitedLog(log, interval_s=60.0, burst=10)
         self.handler_traceback_log = RateLimitedLog(log, interval_s=600.0, burst=1)
@@ -324,6 +328,16 @@ class Broker:
 
             self.metrics = MetricsExporter(self)
             await self.metrics.listen(list(self.config.metrics_listeners))
+        if self.config.schema_registry_listeners:
+            from samsa.registry.server import SchemaRegistry
+
+            self.schema_registry = SchemaRegistry(
+                list(self.config.schema_registry_listeners),
+                topic=self.config["schema.registry.topic"],
+                replication_factor=self.config["schema.registry.topic.replication.factor"],
+                max_request_bytes=self.config["schema.registry.max.request.bytes"],
+            )
+            await self.schema_registry.listen()
         if self.cluster is not None:
             proposed = await asyncio.to_thread(self.metadata_store.stored_cluster_id)
             self.metadata_store.cluster_id = await self.cluster.connect(
@@ -363,6 +377,8 @@ class Broker:
             await self.metrics.start_serving()
         for server in self._servers:
             server.resume()
+        if self.schema_registry is not None:
+            await self._start_schema_registry(self.schema_registry)
         addresses = ", ".join(f"{b.host}:{b.port}" for b in self.bound)
         log.info(
             "samsa broker %d ready on %s (cluster %s, data in %s) in %.0f ms",
@@ -372,6 +388,17 @@ class Broker:
             ", ".join(str(d) for d in self.config.log_dirs),
             (time.monotonic() - started) * 1000,
         )
+
+    async def _start_schema_registry(self, registry: SchemaRegistry) -> None:
+        """The registry reads its topic as a client of this broker, so it starts once the
+        broker accepts connections."""
+        from samsa.registry.server import plaintext_bootstrap
+
+        protocols = {lr.name: lr.protocol for lr in self.config.listeners}
+        bootstrap = plaintext_bootstrap(
+            [(b.host, b.port, b.listener) for b in self.bound], protocols
+        )
+        await registry.start({"bootstrap.servers": bootstrap})
 
     async def _elect_leaders(
         self, partitions: list[TopicPartition] | None, unclean: bool
@@ -562,6 +589,8 @@ class Broker:
                 # Leadership moves first, while this broker still serves: clients and
                 # followers move to the new leaders before it stops answering.
                 await self.cluster.controlled_shutdown()
+            if self.schema_registry is not None:
+                await self.schema_registry.close()
             for server in self._servers:
                 server.close()
             if self.metrics is not None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 _READY = re.compile(r"ready on (\S+):(\d+)")
 _METRICS = re.compile(r"serving metrics on (http://\S+)")
+_SCHEMA_REGISTRY = re.compile(r"serving the schema registry on (http://\S+)")
 
 
 class BrokerProcess:
@@ -81,6 +82,20 @@ class BrokerProcess:
             )
         return str(found[-1])
 
+    @property
+    def schema_registry_url(self) -> str:
+        """Where the running broker serves the schema registry (start it with the override
+        ``schema.registry.listeners=http://127.0.0.1:0``, or ``schema_registry=True``;
+        the port it picked is read from its log)."""
+        text = self.log_path.read_bytes()[self._log_offset :].decode(errors="replace")
+        found = _SCHEMA_REGISTRY.findall(text)
+        if not found:
+            raise RuntimeError(
+                f"the broker serves no schema registry (schema.registry.listeners); see "
+                f"{self.log_path}"
+            )
+        return str(found[-1])
+
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait: a clean shutdown. Returns the exit code."""
         if self.process is None:
@@ -119,8 +134,19 @@ class BrokerProcess:
             self.stop()
 
 
+SCHEMA_REGISTRY_ON = "schema.registry.listeners=http://127.0.0.1:0"
+"""The override that serves the schema registry on a free loopback port."""
+
+
 def start_broker(
-    data_dir: Path, overrides: Sequence[str] = (), port: int = 0, timeout: float = 20.0
+    data_dir: Path,
+    overrides: Sequence[str] = (),
+    port: int = 0,
+    timeout: float = 20.0,
+    *,
+    schema_registry: bool = False,
 ) -> BrokerProcess:
-    """Start ``samsa serve`` on loopback with ``data_dir``; returns once it is ready."""
-    return BrokerProcess(data_dir, overrides, port).start(timeout)
+    """Start ``samsa serve`` on loopback with ``data_dir``; returns once it is ready.
+    ``schema_registry``: serve the schema registry too (``schema_registry_url``)."""
+    extra = [SCHEMA_REGISTRY_ON] if schema_registry else []
+    return BrokerProcess(data_dir, [*overrides, *extra], port).start(timeout)

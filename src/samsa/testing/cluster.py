@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from samsa.testing.broker import BrokerProcess
+from samsa.testing.broker import SCHEMA_REGISTRY_ON, BrokerProcess
 from samsa.testing.zookeeper import ZooKeeperServer, free_port
 
 DEFAULT_SESSION_TIMEOUT_MS = 6000
@@ -41,9 +41,11 @@ class LocalCluster:
         ports: Sequence[int] | None = None,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
         settings_of: Callable[[int, int], Sequence[str]] | None = None,
+        schema_registry: bool = False,
     ) -> None:
         """``settings_of(broker_id, port)``: settings of one broker, applied last (its
-        listeners, the ZooKeeper address it uses…)."""
+        listeners, the ZooKeeper address it uses…). ``schema_registry``: broker 1 serves
+        the schema registry (one registry per cluster: its ``schema_registry_url``)."""
         self.path = path
         self.size = brokers
         self.overrides = list(overrides)
@@ -56,6 +58,8 @@ class LocalCluster:
             self.brokers[broker_id] = BrokerProcess(
                 path / f"broker-{broker_id}", self._broker_overrides(broker_id), port
             )
+        if schema_registry:
+            self.brokers[1].overrides.append(SCHEMA_REGISTRY_ON)
         self._paused: set[int] = set()
         self._kazoo: object | None = None
         self._settings_of = settings_of
@@ -313,8 +317,14 @@ def start_cluster(
     *,
     zookeeper_connect: str | None = None,
     timeout: float = 60.0,
+    schema_registry: bool = False,
 ) -> LocalCluster:
-    """Start ZooKeeper (unless ``zookeeper_connect`` names one) and ``brokers`` brokers."""
-    return LocalCluster(path, brokers, overrides, zookeeper_connect=zookeeper_connect).start(
-        timeout
-    )
+    """Start ZooKeeper (unless ``zookeeper_connect`` names one) and ``brokers`` brokers;
+    ``schema_registry``: broker 1 serves the schema registry."""
+    return LocalCluster(
+        path,
+        brokers,
+        overrides,
+        zookeeper_connect=zookeeper_connect,
+        schema_registry=schema_registry,
+    ).start(timeout)

@@ -1,4 +1,5 @@
-"""pytest plugin: the ``samsa_broker`` session fixture (a real broker process) and the
+"""pytest plugin: the ``samsa_broker`` session fixture (a real broker process), the
+``samsa_schema_registry`` session fixture (a broker serving the schema registry) and the
 ``samsa_cluster`` fixture (ZooKeeper and three brokers, for one test)."""
 
 from __future__ import annotations
@@ -16,6 +17,17 @@ from samsa.testing.cluster import LocalCluster, start_cluster
 def samsa_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """A broker for the whole test session; ``samsa_broker.bootstrap`` is its address."""
     broker = start_broker(tmp_path_factory.mktemp("samsa") / "data")
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def samsa_schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker serving the schema registry for the whole test session:
+    ``samsa_schema_registry.schema_registry_url`` and ``.bootstrap`` are its addresses."""
+    broker = start_broker(tmp_path_factory.mktemp("samsa-registry") / "data", schema_registry=True)
     try:
         yield broker
     finally:

@@ -1,0 +1,65 @@
+"""Schema formats the registry serves: parsing, the stored form, and compatibility.
+
+A format turns schema text (and the schemas its references name, dependencies
+first) into a :class:`ParsedSchema`, or raises :class:`SchemaParseError`. A parsed
+schema knows its stored form (``canonical``: what the registry keeps, compares
+and hands out), its ``normalized`` form (``?normalize=true``) and whether it, as
+the reader, can read what another schema of its format wrote
+(:meth:`ParsedSchema.read_errors`, empty when it can).
+
+AVRO (:mod:`.avro`, parsed by fastavro) and JSON (:mod:`.json_schema`, checked by
+jsonschema) are here; PROTOBUF is not served yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class SchemaParseError(ValueError):
+    """The schema text is not a valid schema of its format."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    """A schema a reference brings in: the name the referring schema uses, and its text."""
+
+    name: str
+    schema_type: str
+    text: str
+
+
+class ParsedSchema(Protocol):
+    schema_type: str
+
+    @property
+    def canonical(self) -> str:
+        """The form the registry stores and compares."""
+
+    @property
+    def normalized(self) -> str:
+        """The form ``normalize=true`` stores and compares."""
+
+    def read_errors(self, writer: ParsedSchema) -> list[str]:
+        """Why this schema, reading, cannot read what ``writer`` wrote (empty: it can)."""
+
+
+SCHEMA_TYPES = ("AVRO", "JSON")
+
+
+def parse_schema(
+    schema_type: str, text: str, dependencies: list[Dependency] | None = None
+) -> ParsedSchema:
+    """Parse ``text`` as ``schema_type``; ``dependencies`` are what its references name,
+    each after its own dependencies."""
+    deps = dependencies or []
+    if schema_type == "AVRO":
+        from samsa.registry.formats.avro import parse_avro
+
+        return parse_avro(text, deps)
+    if schema_type == "JSON":
+        from samsa.registry.formats.json_schema import parse_json_schema
+
+        return parse_json_schema(text, deps)
+    raise SchemaParseError(f"unsupported schema type {schema_type!r}")
