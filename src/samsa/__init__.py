@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         Producer,
     )
 
-__version__ = "0.1.0"
+from samsa._version import __version__
 
 __all__ = [
     "Admin",

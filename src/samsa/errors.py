@@ -1089,6 +1089,13 @@ def _by_code() -> dict[int, type[KafkaError]]:
 _BY_CODE = _by_code()
 
 
+def is_expected_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is a condition a running broker or client expects — one of samsa's
+    own errors, or the operating system's (I/O, a timeout) — rather than a programming
+    error. A log line about an unexpected one carries its traceback."""
+    return isinstance(exc, SamsaError | OSError)
+
+
 def for_code(code: int) -> type[KafkaError]:
     """Return the exception class for a Kafka error code (``UnknownServerError`` if unknown).
 

@@ -1,4 +1,5 @@
-"""The broker keys DescribeConfigs names as a topic key's synonyms are the ones that set it."""
+"""The topic config table (``TOPIC_CONFIG_KEYS``) and what is made from it agree: the
+broker keys DescribeConfigs names as a topic key's synonyms are the ones that set it."""
 
 from __future__ import annotations
 
@@ -7,41 +8,38 @@ from typing import Any
 import pytest
 
 from samsa.broker.config import BROKER_CONFIG, BrokerConfig
-from samsa.broker.dynamic_config import TOPIC_ONLY_CONFIGS
-from samsa.broker.handlers.configs import TOPIC_CONFIG_SYNONYMS
-from samsa.storage.log_config import TOPIC_CONFIG
+from samsa.config import ConfigType
+from samsa.errors import ConfigError
+from samsa.storage.log_config import (
+    TOPIC_CONFIG,
+    TOPIC_CONFIG_KEYS,
+    TOPIC_CONFIG_SYNONYMS,
+    TOPIC_ONLY_CONFIGS,
+    LogConfig,
+    TopicConfigKey,
+)
 
-# A value other than the default for the first (most specific) synonym of each topic key.
-SAMPLE_BROKER_VALUES: dict[str, Any] = {
-    "log.segment.bytes": 2_000_000,
-    "log.roll.ms": 12_345,
-    "log.roll.jitter.ms": 777,
-    "log.index.size.max.bytes": 4096,
-    "log.index.interval.bytes": 1234,
-    "log.retention.ms": 1000,
-    "log.retention.bytes": 99_999,
-    "message.max.bytes": 5000,
-    "log.flush.interval.messages": 10,
-    "log.flush.interval.ms": 250,
-    "log.segment.delete.delay.ms": 5,
-    "log.message.timestamp.type": "LogAppendTime",
-    "log.message.timestamp.before.max.ms": 1111,
-    "log.message.timestamp.after.max.ms": 2222,
-    "log.cleanup.policy": "compact",
-    "log.cleaner.delete.retention.ms": 3333,
-    "log.cleaner.min.compaction.lag.ms": 4444,
-    "log.cleaner.max.compaction.lag.ms": 5555,
-    "log.cleaner.min.cleanable.ratio": 0.25,
-    "min.insync.replicas": 2,
-    "unclean.leader.election.enable": True,
-    "compression.type": "zstd",
-    "log.preallocate": True,
-    "compression.gzip.level": 5,
-    "compression.lz4.level": 4,
-    "compression.zstd.level": 7,
-    "log.local.retention.ms": 60_000,
-    "log.local.retention.bytes": 1_000_000,
+_CANDIDATES: dict[ConfigType, list[Any]] = {
+    ConfigType.INT: [5, 1000, 2_000_000],
+    ConfigType.LONG: [5, 1000, 2_000_000],
+    ConfigType.DOUBLE: [0.25],
+    ConfigType.BOOLEAN: [True, False],
+    ConfigType.STRING: ["LogAppendTime", "zstd"],
+    ConfigType.LIST: ["compact"],
 }
+
+
+def _sample(key: TopicConfigKey) -> str:
+    """A valid value of ``key`` other than its default, as a property string."""
+    for candidate in _CANDIDATES[key.type]:
+        text = str(candidate).lower() if isinstance(candidate, bool) else str(candidate)
+        try:
+            value = TOPIC_CONFIG.parse_value(key.name, text)
+        except ConfigError:
+            continue
+        if value != key.default:
+            return text
+    raise AssertionError(f"no sample value for {key.name}")
 
 
 def test_every_topic_key_has_broker_synonyms_that_exist() -> None:
@@ -52,12 +50,34 @@ def test_every_topic_key_has_broker_synonyms_that_exist() -> None:
         assert all(name in BROKER_CONFIG for name in synonyms)
 
 
-@pytest.mark.parametrize("topic_key", sorted(TOPIC_CONFIG_SYNONYMS))
-def test_the_first_synonym_sets_the_topic_default(topic_key: str) -> None:
-    broker_key = TOPIC_CONFIG_SYNONYMS[topic_key][0]
-    sample = SAMPLE_BROKER_VALUES[broker_key]
-    value = str(sample).lower() if isinstance(sample, bool) else str(sample)
-    defaults = BrokerConfig.from_props({broker_key: value}).log_defaults.to_props()
-    expected = TOPIC_CONFIG.parse_value(topic_key, value)
-    assert defaults[topic_key] == (tuple(expected) if isinstance(expected, list) else expected)
-    assert defaults[topic_key] != BrokerConfig.from_props({}).log_defaults.to_props()[topic_key]
+def test_a_log_config_with_no_properties_has_the_tables_defaults() -> None:
+    defaults = LogConfig().to_props()
+    assert list(defaults) == [key.name for key in TOPIC_CONFIG_KEYS]
+    for key in TOPIC_CONFIG_KEYS:
+        expected = tuple(key.default) if isinstance(key.default, list) else key.default
+        assert defaults[key.name] == expected
+
+
+@pytest.mark.parametrize("key", [k for k in TOPIC_CONFIG_KEYS if k.synonyms], ids=lambda k: k.name)
+def test_the_first_synonym_sets_the_topic_default(key: TopicConfigKey) -> None:
+    synonym = key.synonyms[0]
+    value = _sample(key)
+    defaults = BrokerConfig.from_props({synonym.name: value}).log_defaults.to_props()
+    expected = TOPIC_CONFIG.parse_value(key.name, value)
+    assert synonym.scale == 1
+    assert defaults[key.name] == (tuple(expected) if isinstance(expected, list) else expected)
+    assert defaults[key.name] != BrokerConfig.from_props({}).log_defaults.to_props()[key.name]
+
+
+@pytest.mark.parametrize(
+    ("props", "retention_ms"),
+    [
+        ({"log.retention.hours": "2"}, 2 * 3600_000),
+        ({"log.retention.minutes": "3", "log.retention.hours": "2"}, 3 * 60_000),
+        ({"log.retention.ms": "7", "log.retention.minutes": "3"}, 7),
+    ],
+)
+def test_a_broker_key_in_coarser_units_sets_the_topic_default_scaled(
+    props: dict[str, str], retention_ms: int
+) -> None:
+    assert BrokerConfig.from_props(props).log_defaults.retention_ms == retention_ms

@@ -509,7 +509,6 @@ def test_records_given_as_a_memoryview_are_encoded_unchanged() -> None:
 
 def test_the_protocol_package_exports_exactly_its_public_names() -> None:
     assert sorted(samsa.protocol.__all__) == [
-        "FrameDecoder",
         "FrameError",
         "GuardError",
         "RequestDecodeError",

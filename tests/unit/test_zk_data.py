@@ -92,14 +92,12 @@ def test_paths_follow_kafkas_layout() -> None:
     assert zk_data.delete_topic_path("orders") == "/admin/delete_topics/orders"
 
 
-def test_controller_cluster_id_config_isr_change_and_producer_ids_read_back() -> None:
+def test_controller_cluster_id_config_and_producer_ids_read_back() -> None:
     assert zk_data.decode_controller(zk_data.encode_controller(3)) == 3
     assert zk_data.decode_controller_epoch(zk_data.encode_controller_epoch(12)) == 12
     assert zk_data.decode_cluster_id(zk_data.encode_cluster_id("abc")) == "abc"
     config = {"retention.ms": "1000", "cleanup.policy": "compact"}
     assert zk_data.decode_config(zk_data.encode_config(config), "x") == config
-    changed = [TP, TopicPartition("b", 0)]
-    assert zk_data.decode_isr_change(zk_data.encode_isr_change(changed)) == changed
     block = ProducerIdBlock(2, 1000, 1999)
     assert zk_data.decode_producer_id_block(zk_data.encode_producer_id_block(block)) == block
 
@@ -116,7 +114,6 @@ def test_bytes_that_are_not_the_format_raise_zk_data_error(data: bytes | None) -
         zk_data.decode_controller,
         zk_data.decode_cluster_id,
         zk_data.decode_producer_id_block,
-        zk_data.decode_isr_change,
     ):
         with pytest.raises(ZkDataError):
             decode(data)
@@ -142,7 +139,6 @@ def test_no_bytes_make_a_decoder_raise_anything_but_zk_data_error(data: bytes) -
         zk_data.decode_controller_epoch,
         zk_data.decode_cluster_id,
         zk_data.decode_producer_id_block,
-        zk_data.decode_isr_change,
     ):
         with contextlib.suppress(ZkDataError):
             decode(data)

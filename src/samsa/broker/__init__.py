@@ -15,5 +15,7 @@ Sub-packages, with the Kafka classes they correspond to:
 - :mod:`samsa.broker.handlers` — one module per API family (Kafka's ``KafkaApis``).
 - :mod:`samsa.broker.quota`, :mod:`samsa.broker.metrics` — client quotas and metrics.
 
-:mod:`samsa.broker.server` assembles them (Kafka's ``KafkaServer``/``BrokerServer``).
+:mod:`samsa.broker.server` assembles them (Kafka's ``KafkaServer``/``BrokerServer``),
+taking what a single node and a ZooKeeper cluster build differently from the two
+factories of :mod:`samsa.broker.modes`.
 """

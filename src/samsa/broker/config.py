@@ -33,7 +33,7 @@ from samsa.config import (
     one_of,
 )
 from samsa.errors import ConfigError
-from samsa.storage.log_config import LogConfig
+from samsa.storage.log_config import LogConfig, topic_defaults
 
 AUTHORIZER_CLASS_NAMES = (
     "kafka.security.authorizer.AclAuthorizer",
@@ -388,7 +388,7 @@ class BrokerConfig:
             advertised_listeners=advertised,
             log_dirs=tuple(Path(d) for d in dirs),
             node_id=node_id,
-            log_defaults=LogConfig.from_props(_topic_defaults(values)),
+            log_defaults=LogConfig.from_props(topic_defaults(values)),
             overrides={k: str(v) for k, v in props.items()},
             security=security,
             inter_broker_security=inter_broker,
@@ -434,46 +434,3 @@ def _security(
         for listener in listeners
     }
     return security
-
-
-def _first(*candidates: int | None) -> int:
-    return next(c for c in candidates if c is not None)
-
-
-def _topic_defaults(v: Mapping[str, Any]) -> dict[str, Any]:
-    hour = 3600_000
-    retention_minutes = v["log.retention.minutes"]
-    return {
-        "segment.bytes": v["log.segment.bytes"],
-        "segment.ms": _first(v["log.roll.ms"], v["log.roll.hours"] * hour),
-        "segment.jitter.ms": _first(v["log.roll.jitter.ms"], v["log.roll.jitter.hours"] * hour),
-        "segment.index.bytes": v["log.index.size.max.bytes"],
-        "index.interval.bytes": v["log.index.interval.bytes"],
-        "retention.ms": _first(
-            v["log.retention.ms"],
-            None if retention_minutes is None else retention_minutes * 60_000,
-            v["log.retention.hours"] * hour,
-        ),
-        "retention.bytes": v["log.retention.bytes"],
-        "max.message.bytes": v["message.max.bytes"],
-        "flush.messages": v["log.flush.interval.messages"],
-        "flush.ms": _first(v["log.flush.interval.ms"], LONG_MAX),
-        "file.delete.delay.ms": v["log.segment.delete.delay.ms"],
-        "message.timestamp.type": v["log.message.timestamp.type"],
-        "message.timestamp.before.max.ms": v["log.message.timestamp.before.max.ms"],
-        "message.timestamp.after.max.ms": v["log.message.timestamp.after.max.ms"],
-        "cleanup.policy": v["log.cleanup.policy"],
-        "delete.retention.ms": v["log.cleaner.delete.retention.ms"],
-        "min.compaction.lag.ms": v["log.cleaner.min.compaction.lag.ms"],
-        "max.compaction.lag.ms": v["log.cleaner.max.compaction.lag.ms"],
-        "min.cleanable.dirty.ratio": v["log.cleaner.min.cleanable.ratio"],
-        "min.insync.replicas": v["min.insync.replicas"],
-        "unclean.leader.election.enable": v["unclean.leader.election.enable"],
-        "compression.type": v["compression.type"],
-        "preallocate": v["log.preallocate"],
-        "compression.gzip.level": v["compression.gzip.level"],
-        "compression.lz4.level": v["compression.lz4.level"],
-        "compression.zstd.level": v["compression.zstd.level"],
-        "local.retention.ms": v["log.local.retention.ms"],
-        "local.retention.bytes": v["log.local.retention.bytes"],
-    }

@@ -69,7 +69,7 @@ from samsa.broker.kafka_broker_configs import (
 from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.config import ConfigDef, ConfigKey, ConfigType
 from samsa.errors import ConfigError, InvalidRequestError, KafkaError, KafkaStorageError
-from samsa.storage import LogManager
+from samsa.storage import LogManager, log_config
 from samsa.storage.data_dir_file import DataDirFile
 from samsa.storage.log_config import LogConfig
 
@@ -77,44 +77,9 @@ log = logging.getLogger(__name__)
 
 DYNAMIC_CONFIG_FILE = "samsa-dynamic-configs.json"
 
-TOPIC_CONFIG_SYNONYMS: Mapping[str, tuple[str, ...]] = {
-    "segment.bytes": ("log.segment.bytes",),
-    "segment.ms": ("log.roll.ms", "log.roll.hours"),
-    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-    "segment.index.bytes": ("log.index.size.max.bytes",),
-    "index.interval.bytes": ("log.index.interval.bytes",),
-    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "retention.bytes": ("log.retention.bytes",),
-    "max.message.bytes": ("message.max.bytes",),
-    "flush.messages": ("log.flush.interval.messages",),
-    "flush.ms": ("log.flush.interval.ms",),
-    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
-    "message.timestamp.type": ("log.message.timestamp.type",),
-    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
-    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
-    "cleanup.policy": ("log.cleanup.policy",),
-    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
-    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
-    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
-    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
-    "min.insync.replicas": ("min.insync.replicas",),
-    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
-    "compression.type": ("compression.type",),
-    "preallocate": ("log.preallocate",),
-    "compression.gzip.level": ("compression.gzip.level",),
-    "compression.lz4.level": ("compression.lz4.level",),
-    "compression.zstd.level": ("compression.zstd.level",),
-    "local.retention.ms": ("log.local.retention.ms",),
-    "local.retention.bytes": ("log.local.retention.bytes",),
-}
-"""Broker keys that set each topic key's default, most specific first (Kafka's
-``ServerTopicConfigSynonyms``); ``BrokerConfig`` derives the defaults in this order."""
-
-TOPIC_ONLY_CONFIGS: frozenset[str] = frozenset({
-    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
-    "remote.storage.enable", "remote.log.copy.disable", "remote.log.delete.on.disable",
-})  # fmt: skip
-"""Topic keys no broker key sets (Kafka has no synonym for them either)."""
+TOPIC_CONFIG_SYNONYMS = log_config.TOPIC_CONFIG_SYNONYMS
+"""Broker keys that set each topic key's default, most specific first (from the topic
+config table, :data:`samsa.storage.log_config.TOPIC_CONFIG_KEYS`)."""
 
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = PER_BROKER_CONFIGS | CLUSTER_WIDE_CONFIGS
 """The broker keys AlterConfigs may change, as in Kafka (any other known key is read-only)."""

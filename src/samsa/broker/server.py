@@ -1,10 +1,11 @@
 """The broker process: start-up, the listening sockets, shutdown.
 
-One asyncio loop (uvloop when installed). :class:`Broker` builds the broker's
-parts — logs, partitions, coordinators, handlers — and, with
-``zookeeper.connect`` set, its link to a ZooKeeper cluster
-(:mod:`samsa.broker.metadata.zk_cluster`); without it, a single node that needs no other
-process. Each accepted socket becomes a :class:`~samsa.broker.network.connection.Connection`.
+One asyncio loop (uvloop when installed). :class:`Broker` builds the parts both
+modes share — logs, coordinators, handlers, listeners — and takes the rest from one
+of two factories (:mod:`samsa.broker.modes`): :func:`~samsa.broker.modes.single_node`,
+or, with ``zookeeper.connect`` set, :func:`~samsa.broker.modes.zookeeper_cluster`
+(its link to the cluster is :mod:`samsa.broker.metadata.zk_cluster`). Each accepted
+socket becomes a :class:`~samsa.broker.network.connection.Connection`.
 
 ``max.connections`` and ``max.connections.per.ip`` are applied where
 connections are accepted (:mod:`samsa.broker.network.acceptor`), which also logs
@@ -31,13 +32,8 @@ from samsa.broker.api import request_listener
 from samsa.broker.config import BrokerConfig, Listener
 from samsa.broker.dynamic_config import DynamicBrokerConfig, reconfigure_logs
 from samsa.broker.handlers import Services, register_all
-from samsa.broker.handlers.elections import ElectionResults, single_node_elections
-from samsa.broker.handlers.reassignments import single_node_reassignments
-from samsa.broker.metadata.metadata_cache import LocalMetadataCache, MetadataCache
-from samsa.broker.metadata.topic_manager import LocalTopicManager, TopicManager
-from samsa.broker.metadata.zk_cluster import ZkCluster
-from samsa.broker.metadata.zk_topic_manager import ZkTopicManager
 from samsa.broker.metrics.stats import ConnectionStats, RequestStats, StorageStats
+from samsa.broker.modes import SharedParts, single_node, zookeeper_cluster
 from samsa.broker.network.acceptor import (
     Acceptor,
     ConnectionQuotas,
@@ -51,26 +47,16 @@ from samsa.broker.network.loop_monitor import LoopStallMonitor
 from samsa.broker.network.memory_pool import RequestMemoryPool
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.quota.manager import ClientQuotas
-from samsa.broker.quota.store import LocalQuotaStore, QuotaStore, ZkQuotaStore
 from samsa.broker.rate_limited_log import RateLimitedLog
-from samsa.broker.replication.marker_channel import TxnMarkerChannel
 from samsa.broker.replication.partition import Partition
-from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.broker.security.authorizer import Authorizer, parse_super_users
-from samsa.broker.security.scram_credentials import (
-    LocalScramCredentials,
-    ScramCredentials,
-    ZkScramCredentials,
-)
 from samsa.cluster.acl_store import LocalAclStore, ZkAclStore
-from samsa.cluster.change_notifications import ChangeNotificationListener, config_changes
 from samsa.cluster.local import LocalMetadataStore, new_cluster_id
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
 from samsa.coordinator.transaction.coordinator import (
     TRANSACTION_STATE_TOPIC,
     TransactionConfig,
     TransactionCoordinator,
-    WriteMarkerFn,
 )
 from samsa.errors import ConfigError, SamsaError
 from samsa.protocol.codec import load_schemas
@@ -107,20 +93,6 @@ class Broker:
         self.metadata_store = LocalMetadataStore(
             config.log_dirs, config.node_id, config["cluster.id"]
         )
-        self.cluster: ZkCluster | None = None
-        """This broker's link to a ZooKeeper cluster (None: a single node)."""
-        self.metadata: MetadataCache
-        if config["zookeeper.connect"]:
-            self.cluster = ZkCluster(
-                config,
-                self.advertised_listeners,
-                on_partitions_deleted=self._partitions_deleted,
-            )
-            self.metadata = self.cluster.cache
-        else:
-            self.metadata = LocalMetadataCache(
-                self.metadata_store, self.node_id, self._advertised_for_request
-            )
         self.log_manager = LogManager(
             config.log_dirs,
             config.log_defaults,
@@ -135,30 +107,35 @@ class Broker:
         self.storage_stats = StorageStats()
         self.log_manager.on_flushed = self.storage_stats.flushed
         self.log_manager.on_cleaned = self._cleaned
-        self.replica_manager = ReplicaManager(
-            self.log_manager, self.metadata, config.log_defaults, local_id=self.node_id
+        self.client_quotas = ClientQuotas(
+            config["quota.window.num"], config["quota.window.size.seconds"]
         )
-        self._local_credentials = LocalScramCredentials(config.log_dirs)
-        self.config_changes: ChangeNotificationListener[str] | None = None
-        """``/config/changes``, followed for client quotas and SCRAM credentials."""
-        self.scram_credentials: ScramCredentials = self._local_credentials
-        if self.cluster is not None:
-            self.config_changes = config_changes(self.cluster.zk)
-            self.scram_credentials = ZkScramCredentials(self.cluster.zk, self.config_changes)
-        write_marker: WriteMarkerFn = self.replica_manager.write_txn_marker
-        allocate_producer_id = self.metadata_store.allocate_producer_id
-        self.marker_channel: TxnMarkerChannel | None = None
-        if self.cluster is not None:
-            self.cluster.attach(self.replica_manager)
-            self.marker_channel = TxnMarkerChannel(
-                self.node_id,
-                self.replica_manager,
-                self.metadata,
-                self.cluster.endpoint_of,
-                security=config.inter_broker_security,
+        build_mode = zookeeper_cluster if config["zookeeper.connect"] else single_node
+        mode = build_mode(
+            SharedParts(
+                config=config,
+                current_config=lambda: self.config,
+                metadata_store=self.metadata_store,
+                log_manager=self.log_manager,
+                dynamic_config=self.dynamic_config,
+                client_quotas=self.client_quotas,
+                advertised_listeners=self.advertised_listeners,
+                advertised_for_request=self._advertised_for_request,
+                on_partitions_deleted=self._partitions_deleted,
             )
-            write_marker = self.marker_channel.write
-            allocate_producer_id = self.cluster.producer_ids.allocate
+        )
+        self.cluster = mode.cluster
+        """This broker's link to a ZooKeeper cluster (None: a single node)."""
+        self.metadata = mode.metadata
+        self.replica_manager = mode.replica_manager
+        self.topics = mode.topics
+        self.scram_credentials = mode.scram_credentials
+        self._local_credentials = mode.local_credentials
+        self.marker_channel = mode.marker_channel
+        self.local_quotas = mode.local_quotas
+        self.zk_quotas = mode.zk_quotas
+        self.config_changes = mode.config_changes
+        """``/config/changes``, followed for client quotas and SCRAM credentials (a cluster)."""
         self.group_coordinator = GroupCoordinator(
             config["offsets.topic.num.partitions"],
             self._append_internal,
@@ -176,8 +153,8 @@ class Broker:
             config["transaction.state.log.num.partitions"],
             self._append_internal,
             self.log_manager.clock,
-            write_marker,
-            allocate_producer_id,
+            mode.write_marker,
+            mode.allocate_producer_id,
             config=TransactionConfig(
                 max_timeout_ms=config["transaction.max.timeout.ms"],
                 abort_timed_out_interval_ms=config[
@@ -190,55 +167,18 @@ class Broker:
                 offsets_topic_partitions=config["offsets.topic.num.partitions"],
             ),
         )
+        if mode.coordinators_serve_led_partitions_only:
+            self.group_coordinator.own_led_partitions_only()
+            self.txn_coordinator.own_led_partitions_only()
         # Markers written to __consumer_offsets publish or drop transactional offset commits.
         self.replica_manager.on_txn_marker = self.group_coordinator.on_txn_marker
         self.replica_manager.on_leadership_change = self._on_leadership_change
         self.dynamic_config.on_change = self.reconfigure
-        self.topics: TopicManager
-        if self.cluster is not None:
-            self.topics = ZkTopicManager(
-                self.cluster.zk,
-                self.cluster.cache,
-                lambda: self.config,
-                offsets_partitions=self.group_coordinator.partitions,
-                transaction_partitions=self.txn_coordinator.partitions,
-            )
-            self.group_coordinator.own_led_partitions_only()
-            self.txn_coordinator.own_led_partitions_only()
-        else:
-            self.topics = LocalTopicManager(
-                self.metadata_store,
-                self.replica_manager,
-                lambda: self.config,
-                node_id=self.node_id,
-                offsets_partitions=self.group_coordinator.partitions,
-                transaction_partitions=self.txn_coordinator.partitions,
-                on_partitions_deleted=self.group_coordinator.on_partitions_deleted,
-            )
-        self.client_quotas = ClientQuotas(
-            config["quota.window.num"], config["quota.window.size.seconds"]
-        )
-        self.local_quotas: LocalQuotaStore | None = None
-        quota_store: QuotaStore
-        if self.cluster is not None and self.config_changes is not None:
-            quota_store = ZkQuotaStore(self.cluster.zk, self.config_changes, self.client_quotas)
-        else:
-            quota_store = self.local_quotas = LocalQuotaStore(
-                self.dynamic_config, self.client_quotas
-            )
-        reassign, list_moves = single_node_reassignments(self.metadata, self.node_id)
-        if self.cluster is not None:
-            controller = self.cluster.controller
-            reassign, list_moves = controller.alter_reassignments, controller.list_reassignments
         self.authorizer: Authorizer | None = None
         """Decides what each request may do (None: ``authorizer.class.name`` is empty)."""
         self.acl_store: LocalAclStore | ZkAclStore | None = None
         if config["authorizer.class.name"].strip():
-            self.acl_store = (
-                ZkAclStore(self.cluster.zk)
-                if self.cluster is not None
-                else LocalAclStore(config.log_dirs)
-            )
+            self.acl_store = mode.new_acl_store()
             self.authorizer = Authorizer(
                 parse_super_users(config["super.users"]),
                 config["allow.everyone.if.no.acl.found"],
@@ -253,21 +193,17 @@ class Broker:
                 advertised=lambda: self.advertised,
                 metadata=self.metadata,
                 topics=self.topics,
-                allocate_producer_id=allocate_producer_id,
+                allocate_producer_id=mode.allocate_producer_id,
                 replica_manager=self.replica_manager,
                 group_coordinator=self.group_coordinator,
                 txn_coordinator=self.txn_coordinator,
                 dynamic_config=self.dynamic_config,
-                elect_leaders=(
-                    single_node_elections(self.metadata)
-                    if self.cluster is None
-                    else self._elect_leaders
-                ),
-                reassign=reassign,
-                list_reassignments=list_moves,
+                elect_leaders=mode.elect_leaders,
+                reassign=mode.reassign,
+                list_reassignments=mode.list_reassignments,
                 scram_credentials=self.scram_credentials,
                 client_quotas=self.client_quotas,
-                quota_store=quota_store,
+                quota_store=mode.quota_store,
             ),
         )
         self.bound: list[BoundAddress] = []
@@ -347,7 +283,7 @@ class Broker:
         else:
             await asyncio.to_thread(self.metadata_store.load)
         await asyncio.to_thread(self.dynamic_config.load)
-        if self.cluster is None:
+        if self._local_credentials is not None:
             await asyncio.to_thread(self._local_credentials.load)
         if self.acl_store is not None and self.authorizer is not None:
             await self.acl_store.start(self.authorizer)
@@ -399,12 +335,6 @@ class Broker:
             [(b.host, b.port, b.listener) for b in self.bound], protocols
         )
         await registry.start({"bootstrap.servers": bootstrap})
-
-    async def _elect_leaders(
-        self, partitions: list[TopicPartition] | None, unclean: bool
-    ) -> ElectionResults | None:
-        assert self.cluster is not None
-        return await self.cluster.controller.elect_leaders(partitions, unclean=unclean)
 
     async def _partitions_deleted(self, partitions: list[TopicPartition]) -> None:
         await self.group_coordinator.on_partitions_deleted(partitions)

@@ -36,7 +36,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 
-import samsa
+from samsa._version import __version__
 from samsa.client.errors import ClientClosedError, error_for, network_error
 from samsa.client.security import ClientSecurity, SaslAuthenticationError, authenticate
 from samsa.errors import ErrorCode, SamsaError
@@ -283,7 +283,7 @@ class BrokerConnection:
 
     async def _negotiate(self) -> None:
         version = _CLIENT_VERSIONS[API_VERSIONS][1]
-        values = {"client_software_name": "samsa", "client_software_version": samsa.__version__}
+        values = {"client_software_name": "samsa", "client_software_version": __version__}
         for _attempt in range(3):
             response = await self.request(API_VERSIONS, values, version=version)
             code = int(response.error_code)

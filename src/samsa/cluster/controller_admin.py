@@ -18,18 +18,16 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from samsa.cluster import election, reassignment, zk_data
+from samsa.cluster.controller_context import ControllerContext, Event
 from samsa.cluster.kafka_zk import ControllerMovedError, KafkaZk
 from samsa.cluster.reassignment import Reassignment
 from samsa.cluster.zk_client import ZkSet
 from samsa.cluster.zk_data import LeaderAndIsr, TopicAssignment
 from samsa.errors import ErrorCode, KafkaError
 from samsa.types import TopicPartition
-
-if TYPE_CHECKING:
-    from samsa.cluster.controller import ControllerContext, Event
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +88,6 @@ class ControllerAdmin:
     ) -> None:
         raise NotImplementedError
 
-    def _event(self, name: str) -> Event:
-        from samsa.cluster.controller import Event
-
-        return Event[name]
-
     async def _fresh_state(self, context: ControllerContext, tp: TopicPartition) -> None:
         fresh = await self.zk.get_partition_state(tp)
         if fresh is not None:
@@ -112,7 +105,7 @@ class ControllerAdmin:
             return None
         result: asyncio.Future[Results | None] = asyncio.get_running_loop().create_future()
         self.admin.elections.append(_ElectionRequest(partitions, unclean, result))
-        self._enqueue(self._event("ELECT_LEADERS"))
+        self._enqueue(Event.ELECT_LEADERS)
         return await result
 
     async def _run_election(self) -> None:
@@ -168,7 +161,7 @@ class ControllerAdmin:
     async def _check_balance(self) -> None:
         while True:
             await asyncio.sleep(self.rebalance.check_interval_s)
-            self._enqueue(self._event("REBALANCE"))
+            self._enqueue(Event.REBALANCE)
 
     async def _rebalance_leaders(self, context: ControllerContext) -> None:
         """Give partitions back to their preferred leaders where a broker leads too few of
@@ -199,7 +192,7 @@ class ControllerAdmin:
             return None
         result: asyncio.Future[Results | None] = asyncio.get_running_loop().create_future()
         self.admin.reassign_requests.append(_ReassignRequest(targets, result))
-        self._enqueue(self._event("REASSIGN"))
+        self._enqueue(Event.REASSIGN)
         return await result
 
     def list_reassignments(
@@ -273,7 +266,7 @@ class ControllerAdmin:
         if move is None or tp.topic not in context.topics:
             return
         state = await self.zk.get_partition_state(
-            tp, watch=lambda: self._enqueue(self._event("REASSIGNMENT_PROGRESS"), str(tp))
+            tp, watch=lambda: self._enqueue(Event.REASSIGNMENT_PROGRESS, str(tp))
         )
         if state is None:
             return

@@ -29,6 +29,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
+    KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -36,6 +37,8 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.protocol.states import EventType, KazooState, WatchedEvent
+
+from samsa.errors import is_expected_error
 
 __all__ = [
     "CONNECTION_ERRORS",
@@ -50,6 +53,7 @@ __all__ = [
     "ZkCreate",
     "ZkDelete",
     "ZkSet",
+    "is_expected_zk_error",
     "split_connect",
 ]
 
@@ -72,6 +76,13 @@ CONNECTION_ERRORS: tuple[type[Exception], ...] = (ConnectionLoss, SessionExpired
 conditions a handler recovers from by running again once a session is back."""
 
 T = TypeVar("T")
+
+
+def is_expected_zk_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is what talking to ZooKeeper may raise (kazoo's errors: a lost
+    connection or session, a lost race) or another expected condition
+    (:func:`samsa.errors.is_expected_error`), rather than a programming error."""
+    return isinstance(exc, KazooException) or is_expected_error(exc)
 
 
 def split_connect(connect: str) -> tuple[str, str]:

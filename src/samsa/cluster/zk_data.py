@@ -16,8 +16,9 @@ A Kafka operator finds what they know (Kafka 3.x in ZooKeeper mode)::
     /config/clients/<client-id>                   (the same)
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"users/<user>"}
     /admin/delete_topics/<topic>                  (no data: a deletion the controller carries out)
-    /isr_change_notification/isr_change_<seq>     {"version":1,
-                                                   "partitions":[{"topic":…,"partition":…}]}
+    /isr_change_notification                      (made at start, as Kafka makes it; samsa
+                                                   writes no notifications: brokers watch
+                                                   the partition-state znodes)
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0",
                                                    "block_end":"999"}
     /kafka-acl/<Type>/<name>                      {"version":1,"acls":[{"principal":"User:a",
@@ -70,7 +71,6 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
-ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CONTROLLED_SHUTDOWN = "/samsa/controlled_shutdown"
 """Parent of an ephemeral ``<id>`` per broker in a controlled shutdown: samsa's own path,
@@ -456,33 +456,11 @@ def change_sequence(name: str, prefix: str) -> int | None:
     return int(digits) if digits != name and digits.isdigit() else None
 
 
-# -- /admin/delete_topics and /isr_change_notification -----------------------------
+# -- /admin/delete_topics ---------------------------------------------------------
 
 
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
-
-
-def encode_isr_change(partitions: Sequence[TopicPartition]) -> bytes:
-    return _encode(
-        {
-            "version": 1,
-            "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in partitions],
-        }
-    )
-
-
-def decode_isr_change(data: bytes | None) -> list[TopicPartition]:
-    what = ISR_CHANGE_NOTIFICATION
-    entries = _object(data, what).get("partitions")
-    if not isinstance(entries, list):
-        raise ZkDataError(f"{what}: partitions is not a list")
-    out = []
-    for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str):
-            raise ZkDataError(f"{what}: bad entry {entry!r}")
-        out.append(TopicPartition(entry["topic"], _int(entry, "partition", what)))
-    return out
 
 
 # -- /latest_producer_id_block -----------------------------------------------------

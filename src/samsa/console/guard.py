@@ -28,7 +28,7 @@ import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
@@ -36,9 +36,6 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from samsa.errors import SamsaError
-
-if TYPE_CHECKING:
-    from samsa.console.state import Console
 
 __all__ = [
     "ANONYMOUS",
@@ -112,12 +109,30 @@ def default_hosts(bound: str, port: int) -> tuple[str, ...]:
     return tuple(f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in dict.fromkeys(names))
 
 
+class Guarded(Protocol):
+    """What the guard checks against: the console (:class:`samsa.console.state.Console`),
+    named here by what the guard reads so that the guard does not import the console."""
+
+    @property
+    def allowed_hosts(self) -> Iterable[HostPattern]: ...
+    @property
+    def auth(self) -> str: ...
+    @property
+    def token(self) -> str: ...
+    @property
+    def own(self) -> object: ...
+    @property
+    def read_only(self) -> bool: ...
+    def csrf_token(self, session: str) -> str: ...
+    async def clients_for(self, user: str, password: str) -> object | None: ...
+
+
 class Guard(BaseHTTPMiddleware):
     """The console's checks, in order: Host, login, then for a change read-only mode,
     Origin and the CSRF token. Refusals are logged at WARNING with who was refused."""
 
     async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        console: Console = request.app.state.console
+        console: Guarded = request.app.state.console
         if not self._host_allowed(console.allowed_hosts, request.headers.get("host", "")):
             log.warning("refused %s %s: Host %r is not allowed (--allowed-host)",
                         request.method, request.url.path, request.headers.get("host"))  # fmt: skip
@@ -156,7 +171,7 @@ class Guard(BaseHTTPMiddleware):
         return any(pattern.matches(name, port) for pattern in allowed)
 
     @staticmethod
-    async def _log_in(console: Console, request: Request) -> Response | None:
+    async def _log_in(console: Guarded, request: Request) -> Response | None:
         """None when the request may go on (``request.state`` then names the principal
         and the clients to act with); otherwise the 401 to answer."""
         request.state.principal = ANONYMOUS
@@ -182,7 +197,7 @@ class Guard(BaseHTTPMiddleware):
 
     @staticmethod
     async def _check_change(
-        console: Console, request: Request, new_session: bool
+        console: Guarded, request: Request, new_session: bool
     ) -> Response | None:
         if console.read_only:
             return PlainTextResponse("the console is read-only (--read-only)", 403)

@@ -12,11 +12,10 @@ from samsa.protocol.codec import (
     peek_header,
     request_class,
 )
-from samsa.protocol.framing import FrameDecoder, FrameError
+from samsa.protocol.framing import FrameError
 from samsa.protocol.guard import GuardError, check_entity
 
 __all__ = [
-    "FrameDecoder",
     "FrameError",
     "GuardError",
     "RequestDecodeError",

@@ -1,12 +1,13 @@
 """Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups.
 
-This broker coordinates every group. ``__consumer_offsets`` is created on the
+A group's coordinator is the leader of its ``__consumer_offsets`` partition (on a
+single node, this broker for every group); ``__consumer_offsets`` is created on the
 first FindCoordinator for a group, as Kafka creates it. The decisions live in
 :class:`~samsa.coordinator.group.coordinator.GroupCoordinator`; this module
 translates requests and responses of every served version. FindCoordinator for
-a transactional id (key type 1) also answers this broker, after creating
-``__transaction_state`` (see :mod:`samsa.broker.handlers.transactions`).
+a transactional id (key type 1) answers the leader of its ``__transaction_state``
+partition, after creating that topic (see :mod:`samsa.broker.handlers.transactions`).
 The coordinator's address is its endpoint on the listener the request came on; a
 coordinator without that listener is COORDINATOR_NOT_AVAILABLE, as Kafka answers.
 The coordinator checks an OffsetCommit and answers each partition's error code,

@@ -1,9 +1,10 @@
 """Transaction APIs: AddPartitionsToTxn 0–5 (24), AddOffsetsToTxn 0–4 (25), EndTxn 0–5 (26),
 TxnOffsetCommit 0–5 (28), DescribeTransactions 0 (65), ListTransactions 0–1 (66).
 
-This broker coordinates every transactional id; ``__transaction_state`` is created
-on the first FindCoordinator for one (or the first transactional InitProducerId),
-as Kafka creates it. The decisions live in
+A transactional id's coordinator is the leader of its ``__transaction_state``
+partition (on a single node, this broker for every id); ``__transaction_state`` is
+created on the first FindCoordinator for one (or the first transactional
+InitProducerId), as Kafka creates it. The decisions live in
 :class:`~samsa.coordinator.transaction.coordinator.TransactionCoordinator`; this
 module translates requests and responses of every served version.
 

@@ -51,7 +51,13 @@ from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.cluster.controller import Controller
 from samsa.cluster.controller_admin import LeaderRebalance
 from samsa.cluster.kafka_zk import KafkaZk
-from samsa.cluster.zk_client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from samsa.cluster.zk_client import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    ZkClient,
+    is_expected_zk_error,
+)
 from samsa.cluster.zk_data import NO_LEADER, BrokerRegistration, LeaderAndIsr
 from samsa.cluster.zk_data import Endpoint as ZkEndpoint
 from samsa.cluster.zk_metadata import ZkMetadataCache
@@ -109,7 +115,8 @@ class ZkProducerIds:
                 )
                 self._prefetched = (block.block_start, block.block_end + 1)
             except Exception as exc:  # ZooKeeper unreachable: the next allocation retries
-                log.warning("could not take a producer id block: %s", exc)
+                log.warning("could not take a producer id block: %s", exc,
+                            exc_info=not is_expected_zk_error(exc))  # fmt: skip
             finally:
                 self._fetching = None
 
@@ -378,7 +385,8 @@ class ZkCluster:
         try:
             await self.zk.announce_shutdown(self.node_id)
         except Exception as exc:
-            log.warning("controlled shutdown: cannot announce it in ZooKeeper: %s", exc)
+            log.warning("controlled shutdown: cannot announce it in ZooKeeper: %s", exc,
+                        exc_info=not is_expected_zk_error(exc))  # fmt: skip
             return
 
         def moved() -> bool:

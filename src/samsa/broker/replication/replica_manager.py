@@ -50,6 +50,7 @@ from samsa.broker.metrics.stats import BrokerTopicStats
 from samsa.broker.replication.fetch_session import FetchSession, FetchSessionCache
 from samsa.broker.replication.partition import LeaderAndIsrState, Partition, now_ms
 from samsa.cluster.local import TopicInfo
+from samsa.cluster.zk_client import is_expected_zk_error
 from samsa.errors import (
     ErrorCode,
     KafkaError,
@@ -676,7 +677,8 @@ class ReplicaManager:
             try:
                 version = await writer(partition, isr)
             except Exception as exc:  # ZooKeeper unreachable: the next check tries again
-                log.warning("%s: ISR change to %s not written: %s", partition.tp, list(isr), exc)
+                log.warning("%s: ISR change to %s not written: %s", partition.tp, list(isr), exc,
+                            exc_info=not is_expected_zk_error(exc))  # fmt: skip
             finally:
                 if partition.leader_epoch == epoch:
                     # Applied before the change ends: a follower it adds is counted by the

@@ -54,6 +54,7 @@ from samsa.acl import (
     ResourceType,
 )
 from samsa.broker.api import client_host, request_principal
+from samsa.cluster.zk_client import is_expected_zk_error
 from samsa.errors import InvalidRequestError, KafkaError, UnknownServerError
 
 log = logging.getLogger(__name__)
@@ -344,7 +345,8 @@ class Authorizer:
                 return exc
             except Exception as exc:  # ZooKeeper unreachable: patterns written before it
                 # failed still reach every broker (this one too) through their notifications.
-                log.warning("storing an ACL change failed: %s", exc)
+                log.warning("storing an ACL change failed: %s", exc,
+                            exc_info=not is_expected_zk_error(exc))  # fmt: skip
                 return UnknownServerError(f"storing the ACLs failed: {exc}")
             for pattern, entries in changed.items():
                 self.set_acls(pattern, entries)

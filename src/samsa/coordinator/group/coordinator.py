@@ -44,7 +44,7 @@ from samsa.coordinator.group.offset_metadata_manager import (
 )
 from samsa.coordinator.group.records import OffsetValue, partition_for
 from samsa.coordinator.timer import LoopTimer, Timer, TimerHandle
-from samsa.errors import ErrorCode
+from samsa.errors import ErrorCode, is_expected_error
 from samsa.storage import Log
 from samsa.types import TopicPartition
 
@@ -377,7 +377,8 @@ class GroupCoordinator:
                 except Exception as exc:
                     # The group stays as it was: nothing changes before a successful write.
                     results[group_id] = write_error_code(exc)
-                    log.warning("group %s: writing its deletion failed: %s", group_id, exc)
+                    log.warning("group %s: writing its deletion failed: %s", group_id, exc,
+                                exc_info=not is_expected_error(exc))  # fmt: skip
                     continue
                 self.group_metadata_manager.remove_group(group)
                 offsets.forget_group(group_id)

@@ -44,7 +44,7 @@ from samsa.coordinator.group.records import (
     encode_group_metadata_value,
 )
 from samsa.coordinator.timer import Timer
-from samsa.errors import ErrorCode, KafkaError
+from samsa.errors import ErrorCode, KafkaError, is_expected_error
 from samsa.records import RecordBatchBuilder
 from samsa.types import TopicPartition
 
@@ -541,7 +541,8 @@ class GroupMetadataManager:
         try:
             await self._store_group(group, planned)
         except Exception as exc:
-            log.warning("group %s: storing the assignment failed: %s", group.group_id, exc)
+            log.warning("group %s: storing the assignment failed: %s", group.group_id, exc,
+                        exc_info=not is_expected_error(exc))  # fmt: skip
             if group.is_(GroupState.COMPLETING_REBALANCE) and group.generation == generation:
                 self._prepare_rebalance(group, "the assignment could not be stored")
             return

@@ -33,7 +33,7 @@ from samsa.coordinator.group.records import (
     encode_offset_value,
 )
 from samsa.coordinator.timer import Timer
-from samsa.errors import CorruptRecordError, ErrorCode
+from samsa.errors import CorruptRecordError, ErrorCode, is_expected_error
 from samsa.records import RecordBatchBuilder
 from samsa.types import TopicPartition
 
@@ -296,7 +296,8 @@ class OffsetMetadataManager:
             await self.write_tombstones(group_id, deletable, group_record=False)
         except Exception as exc:
             # The offsets stay: nothing changes before a successful write.
-            log.warning("group %s: writing offset deletions failed: %s", group_id, exc)
+            log.warning("group %s: writing offset deletions failed: %s", group_id, exc,
+                        exc_info=not is_expected_error(exc))  # fmt: skip
             return write_error_code(exc), {}
         return ErrorCode.NONE, codes
 
@@ -381,6 +382,7 @@ class OffsetMetadataManager:
                     "writing %d tombstones for offsets of deleted partitions to %s failed "
                     "(groups %s): %s",
                     len(offset_keys), offsets_tp, sorted({k.group for k in offset_keys}), exc,
+                    exc_info=not is_expected_error(exc),
                 )  # fmt: skip
         if removed:
             log.info("removed %d committed offsets of deleted partitions", removed)

@@ -75,7 +75,7 @@ from samsa.coordinator.transaction.state import (
     Transit,
     epoch_exhausted,
 )
-from samsa.errors import ErrorCode, KafkaError
+from samsa.errors import ErrorCode, KafkaError, is_expected_error
 from samsa.records import Record, RecordBatchBuilder
 from samsa.storage import Log
 from samsa.types import TopicPartition
@@ -620,7 +620,8 @@ class TransactionCoordinator:
                 await self._append(tp, builder.build())
             except Exception as exc:
                 # Safe to skip: the ids stay as they were and the next check tries again.
-                log.warning("expiring %d transactional ids in %s failed: %s", len(expired), tp, exc)
+                log.warning("expiring %d transactional ids in %s failed: %s", len(expired), tp,
+                            exc, exc_info=not is_expected_error(exc))  # fmt: skip
                 continue
             finally:
                 for txn in expired:
@@ -729,6 +730,7 @@ class TransactionCoordinator:
                 txn.transactional_id,
                 transit.state.kafka_name,
                 exc,
+                exc_info=not is_expected_error(exc),
             )
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         else:

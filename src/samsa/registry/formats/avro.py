@@ -25,7 +25,7 @@ from typing import Any
 
 from fastavro.schema import parse_schema
 
-from samsa.registry.formats import Dependency, ParsedSchema, SchemaParseError
+from samsa.registry.formats.base import Dependency, ParsedSchema, SchemaParseError
 
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 _PROMOTIONS = {

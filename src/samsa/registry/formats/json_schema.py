@@ -31,7 +31,7 @@ from typing import Any
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
-from samsa.registry.formats import Dependency, ParsedSchema, SchemaParseError
+from samsa.registry.formats.base import Dependency, ParsedSchema, SchemaParseError
 
 _LOWER_BOUNDS = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
 _UPPER_BOUNDS = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
