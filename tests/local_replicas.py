@@ -18,6 +18,10 @@ from samsa.errors import KafkaError
 from samsa.protocol.fetch_response import FetchPartition
 from samsa.storage import LogConfig, LogManager
 
+TOPIC = "events"
+T0 = 1_700_000_000_000
+"""A timestamp for the records the tests append."""
+
 
 @contextlib.contextmanager
 def local_replica_manager(directory: Path, topics: dict[str, int]) -> Iterator[ReplicaManager]:

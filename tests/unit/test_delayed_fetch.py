@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import make_batch
-from tests.local_replicas import Outcome, local_replica_manager, read
+from tests.local_replicas import T0, TOPIC, Outcome, local_replica_manager, read
 
 from samsa.broker.replication.delayed_fetch import DelayedFetch
 from samsa.broker.replication.fetch_session import CachedPartition
@@ -19,10 +19,8 @@ from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode
 from samsa.types import TopicPartition
 
-TOPIC = "events"
 TP = TopicPartition(TOPIC, 0)
 OTHER = TopicPartition(TOPIC, 1)
-T0 = 1_700_000_000_000
 LONG_WAIT_S = 60.0
 """Longer than any test runs: a fetch that is not woken fails its test by timing out."""
 

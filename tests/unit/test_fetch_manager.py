@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import make_batch
-from tests.local_replicas import Outcome, local_replica_manager, read
+from tests.local_replicas import T0, TOPIC, Outcome, local_replica_manager, read
 
 from samsa.broker.replication.fetch_manager import FetchContext, FetchManager
 from samsa.broker.replication.fetch_session import (
@@ -23,10 +23,8 @@ from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.errors import ErrorCode
 from samsa.types import TopicPartition
 
-TOPIC = "events"
 BY_NAME = 12
 BY_ID = 13
-T0 = 1_700_000_000_000
 
 
 @pytest.fixture
