@@ -254,3 +254,13 @@ def test_a_follower_session_is_read_whole_on_every_fetch(replicas: ReplicaManage
     session_id = _session(replicas, 0, 1, 2, follower=True)
     context = _incremental(replicas.fetch_manager, session_id, 1, follower=True)
     assert [c.partition for c in context.to_read()] == [0, 1, 2]
+
+
+def test_a_follower_fetch_on_a_consumer_session_reads_what_the_session_was_told_of(
+    replicas: ReplicaManager,
+) -> None:
+    session_id = _session(replicas, 0, 1, 2)
+    _append(replicas, 1)
+    context = _incremental(replicas.fetch_manager, session_id, 1, follower=True)
+    assert [c.partition for c in context.to_read()] == [1]
+    assert context.wait_keys(context.to_read()) == [TopicPartition(TOPIC, 1)]

@@ -227,6 +227,7 @@ class FetchContext:
         "_created",
         "_follower",
         "_keys",
+        "_looked",
         "_manager",
         "_read_committed",
         "_uses_topic_ids",
@@ -263,9 +264,15 @@ class FetchContext:
         self._uses_topic_ids = uses_topic_ids
         self._wants_session = wants_session
         self._created = False
+        self._looked = False
         self._keys: set[PartitionKey] = set()
-        if session is not None and session.privileged:
-            wanted = list(session.partitions.values())
+        if session is not None:
+            if session.privileged:
+                wanted = list(session.partitions.values())
+            else:
+                self._keys = session.take_attention()
+                wanted = session.in_order(self._keys)
+        assert wanted is not None
         self._wanted = wanted
 
     @classmethod
@@ -276,18 +283,21 @@ class FetchContext:
         )  # fmt: skip
 
     def to_read(self) -> list[CachedPartition]:
-        """The partitions to read now, in order. A consumer's incremental fetch reads those
-        its session was told of since it last asked (each call adds those told of since),
-        leaving out those with nothing to read nor answer."""
-        if not self.watching:
-            assert self._wanted is not None
-            return self._wanted
+        """The partitions to read now, in order: a full fetch's, a follower's session whole,
+        a consumer's session those it was told of. Called again after a consumer's fetch
+        waited on its session, it adds those told of since; a consumer's incremental fetch
+        leaves out those with nothing to read nor answer."""
         session = self.session
-        assert session is not None
-        self._keys |= session.take_attention()
+        if self._looked and self.watching:
+            assert session is not None
+            self._keys |= session.take_attention()
+            self._wanted = session.in_order(self._keys)
+        self._looked = True
+        if not self.watching:
+            return self._wanted
         unchanged = self._manager.unchanged
         committed = self._read_committed
-        return [c for c in session.in_order(self._keys) if not unchanged(c, committed)]
+        return [c for c in self._wanted if not unchanged(c, committed)]
 
     def wait_keys(self, read: list[CachedPartition]) -> list[Hashable]:
         """What a delayed fetch of ``read`` waits on: the session (a consumer's incremental
@@ -319,7 +329,6 @@ class FetchContext:
         """The session id to answer: a full fetch that wants a session makes it now (of
         the partitions it read), or answers 0 when the cache has no slot for it."""
         if self.session is None and self._wants_session and not self._created:
-            assert self._wanted is not None
             self._created = True
             self.session = self._manager.cache.create(
                 self._wanted, privileged=self._follower, uses_topic_ids=self._uses_topic_ids
