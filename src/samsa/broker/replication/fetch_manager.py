@@ -237,7 +237,7 @@ class FetchContext:
         "incremental",
         "session",
         "watching",
-    )  # fmt: skip
+    )
 
     def __init__(
         self,
@@ -257,8 +257,8 @@ class FetchContext:
         """A session error (no partitions are read or answered), or NONE."""
         self.incremental = session is not None
         self.watching = self.incremental and not follower
-        """A consumer's incremental fetch: it reads what its session was told of and waits
-        on the session (a follower's session is read whole, as Kafka's)."""
+        """A consumer's incremental fetch: it waits on its session, and reads again what
+        the session was told of meanwhile (a follower's fetch waits on the partitions)."""
         self._follower = follower
         self._read_committed = read_committed
         self._uses_topic_ids = uses_topic_ids
