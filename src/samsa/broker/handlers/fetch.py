@@ -6,9 +6,10 @@ returns (up to Kafka's upper bound, see :meth:`Log.read`), so the consumer
 drops their records; with 0 that list is null. Every partition answers its
 last stable offset, whatever the isolation level, as Kafka does.
 
-A fetch that finds fewer than ``min_bytes`` waits until a partition it reads
-is appended to (a transaction marker is an append: the LSO moves with it), or
-``max_wait_ms`` passes — event-driven, no sleeping loop.
+A fetch that finds fewer than ``min_bytes`` waits in the fetch purgatory (a
+:class:`~samsa.broker.replication.delayed_fetch.DelayedFetch`, Kafka's) until a
+partition it reads is appended to (a transaction marker is an append: the LSO moves
+with it), changes leader, or ``max_wait_ms`` passes — event-driven, no sleeping loop.
 The first partition with data returns at least one whole batch even when it
 is larger than ``partition_max_bytes``/``max_bytes`` (KIP-74); the response
 is capped by the smaller of ``max_bytes`` and the broker's ``fetch.max.bytes``.
@@ -17,8 +18,11 @@ regions that the connection sends with ``os.sendfile``.
 Versions 13+ name topics by id.
 
 Versions 7+ may use incremental fetch sessions (KIP-227; the rules are in
-:mod:`samsa.broker.replication.fetch_session`): session id 0 with epoch 0 makes a session
-(its id is answered, or 0 when the cache has no slot for it), epoch -1 is a
+:mod:`samsa.broker.replication.fetch_session`, and the handler asks
+:class:`~samsa.broker.replication.fetch_manager.FetchManager`, their one owner, for a
+request's :class:`~samsa.broker.replication.fetch_manager.FetchContext`: which
+partitions to read and answer, and what to remember): session id 0 with epoch 0
+makes a session (its id is answered, or 0 when the cache has no slot for it), epoch -1 is a
 sessionless full fetch (and closes the session it names), a session's id
 with its next epoch an incremental fetch. An incremental fetch updates the
 session's partitions from the request (added, changed, forgotten), reads in
@@ -83,24 +87,23 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
 from samsa.broker.api import RawResponse
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata.metadata_cache import MetadataCache
-from samsa.broker.metrics.stats import add_remote_time, name_request, note_error
+from samsa.broker.metrics.stats import name_request, note_error
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.quota.manager import ClientQuotas, request_throttle
+from samsa.broker.replication.delayed_fetch import DelayedFetch, satisfied
+from samsa.broker.replication.fetch_manager import FetchContext, Read
 from samsa.broker.replication.fetch_session import (
     FINAL_EPOCH,
-    INITIAL_EPOCH,
     INVALID_SESSION_ID,
     CachedPartition,
-    FetchSession,
     PartitionKey,
-    key_of,
-    next_epoch,
 )
 from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.broker.security.authorizer import authorize, authorize_cluster
@@ -133,8 +136,6 @@ DOWN_CONVERT_FROM = 4
 """Versions below this want message formats v0/v1."""
 DOWN_CONVERT_INLINE_BYTES = 256 * 1024
 """Down-conversions that may read or inflate more than this run off the event loop."""
-Read = tuple[CachedPartition, FetchPartition, int]
-"""A partition read, what it answers, and the partition's leader epoch then (-2 on error)."""
 
 
 def down_convert_all(
@@ -170,6 +171,18 @@ def down_convert_all(
             remaining -= len(converted)
 
 
+@dataclass(slots=True)
+class FetchRead:
+    """One read of a fetch's partitions: the topics to answer, their record bytes, whether
+    a partition failed, each partition read with what it answered, and those read."""
+
+    topics: list[FetchTopic]
+    total: int
+    failed: bool
+    done: list[Read]
+    wanted: list[CachedPartition]
+
+
 def register(
     registry: ApiRegistry,
     *,
@@ -179,41 +192,21 @@ def register(
     quotas: ClientQuotas,
 ) -> None:
     broker_max_bytes = int(config()["fetch.max.bytes"])
-    sessions = replicas.fetch_sessions
-    sessions.max_slots = int(config()["max.incremental.fetch.session.cache.slots"])
-
-    def unchanged(c: CachedPartition, committed: bool) -> bool:
-        """Nothing to read nor answer for ``c``: a few comparisons, no read."""
-        if c.pending or c.last_error or c.tp is None:
-            return False
-        partition = replicas.get(c.tp)
-        if partition is None or partition is not c.watched or not partition.is_leader:
-            return False
-        if partition.leader_epoch != c.served_leader_epoch:
-            return False
-        partition_log = partition.log
-        hw = partition_log.high_watermark
-        lso = partition_log.last_stable_offset
-        if (
-            hw != c.high_watermark
-            or lso != c.last_stable_offset
-            or partition_log.log_start_offset != c.log_start_offset
-        ):
-            return False
-        return c.fetch_offset >= (lso if committed else hw)
+    sessions = replicas.fetch_manager
+    sessions.set_cache_slots(int(config()["max.incremental.fetch.session.cache.slots"]))
+    purgatory = replicas.fetch_purgatory
 
     def read_all(
+        context: FetchContext,
         wanted: list[CachedPartition],
         body: Any,
         follower: int,
-        refused: set[str | None],
-        quota_bytes: float | None,
         *,
-        incremental: bool,
-    ) -> tuple[list[FetchTopic], int, bool, list[Read]]:
-        """Read ``wanted`` in order; an incremental fetch skips and leaves out what is
-        unchanged. The topics to answer, their bytes, whether one failed, and each
-        partition read with what it answered."""
+        refused: Callable[[str | None], bool],
+        quota_bytes: float | None,
+    ) -> FetchRead:
+        """Read ``wanted`` in order, within the response's limits; the partitions the
+        context answers go in the response."""
         remaining = min(body.max_bytes, broker_max_bytes)
         if quota_bytes is not None:
             remaining = min(remaining, int(quota_bytes))
@@ -223,13 +216,11 @@ def register(
         topics: list[FetchTopic] = []
         done: list[Read] = []
         for c in wanted:
-            if incremental and follower < 0 and unchanged(c, committed):
-                continue
             name = c.topic
             entry = FetchPartition(c.partition)
             leader_epoch = -2
             try:
-                if name in refused:
+                if refused(name):
                     raise TopicAuthorizationFailedError(f"not authorized to fetch {name}")
                 if name is None:
                     raise UnknownTopicIdError(f"no topic has id {c.topic_id}")
@@ -270,12 +261,12 @@ def register(
                 failed = True
                 note_error(exc.code)
             done.append((c, entry, leader_epoch))
-            if incremental and not _must_answer(c, entry):
+            if not context.answers(c, entry):
                 continue
             if not topics or topics[-1].name != (name or "") or (topics[-1].topic_id != c.topic_id):
                 topics.append(FetchTopic(name or "", c.topic_id))
             topics[-1].partitions.append(entry)
-        return topics, total, failed, done
+        return FetchRead(topics, total, failed, done, wanted)
 
     def resolve(
         topic: str | None, topic_id: uuid.UUID | None
@@ -285,25 +276,28 @@ def register(
             return (info.name if info is not None else None), topic_id
         return topic, topic_id
 
-    def wanted_of(body: Any) -> list[CachedPartition]:
-        """The request's partitions, each once, in its order."""
-        wanted: list[CachedPartition] = []
-        seen: set[tuple[str | None, int]] = set()
+    def partitions_of(body: Any) -> list[CachedPartition]:
+        """The request's partitions, in its order."""
+        partitions: list[CachedPartition] = []
         for topic in body.topics:
             name, topic_id = resolve(
                 getattr(topic, "topic", None), getattr(topic, "topic_id", None)
             )
             for p in topic.partitions:
-                if (name, p.partition) in seen:
-                    continue  # a partition named twice is read once
-                seen.add((name, p.partition))
-                wanted.append(
+                partitions.append(
                     CachedPartition(
                         name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
                         getattr(p, "current_leader_epoch", -1),
                     )
                 )  # fmt: skip
-        return wanted
+        return partitions
+
+    def forgotten_of(body: Any, uses_ids: bool) -> list[PartitionKey]:
+        forgotten: list[PartitionKey] = []
+        for topic in getattr(body, "forgotten_topics_data", ()):
+            key_topic = topic.topic_id if uses_ids else topic.topic
+            forgotten.extend((key_topic, index) for index in topic.partitions)
+        return forgotten
 
     def session_error(header: RequestHeader, code: ErrorCode) -> RawResponse:
         note_error(code)
@@ -311,43 +305,6 @@ def register(
             header.api_version, header.correlation_id, [], error_code=code
         )
         return RawResponse(chunks, size)
-
-    def update_session(session: FetchSession, body: Any) -> None:
-        """Apply an incremental request: forget, then add or update its partitions."""
-        ids = session.uses_topic_ids
-        for forgotten in body.forgotten_topics_data:
-            topic = forgotten.topic_id if ids else forgotten.topic
-            for index in forgotten.partitions:
-                session.forget((topic, index))
-        for topic in body.topics:
-            key_topic = topic.topic_id if ids else topic.topic
-            for p in topic.partitions:
-                cached = session.partitions.get((key_topic, p.partition))
-                if cached is None:
-                    name, topic_id = resolve(getattr(topic, "topic", None),
-                                             getattr(topic, "topic_id", None))  # fmt: skip
-                    session.add((key_topic, p.partition), CachedPartition(
-                        name, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
-                        getattr(p, "current_leader_epoch", -1),
-                    ))  # fmt: skip
-                    continue
-                cached.fetch_offset = p.fetch_offset
-                cached.max_bytes = p.partition_max_bytes
-                cached.current_leader_epoch = getattr(p, "current_leader_epoch", -1)
-                cached.pending = True
-                session.attention.add((key_topic, p.partition))
-
-    def settle(session: FetchSession, done: list[Read], committed: bool) -> None:
-        """After a response to a consumer's session: cache what it answered, be told of
-        the partitions' changes, and look again next time at those that need it."""
-        _remember(done)
-        if session.privileged or sessions.get(session.id) is not session:
-            return  # a follower's is read whole; an evicted one is told of nothing
-        for c, _, _ in done:
-            session.watch(c, None if c.tp is None else replicas.get(c.tp))
-            limit = c.last_stable_offset if committed else c.high_watermark
-            if c.last_error or c.watched is None or c.fetch_offset < limit:
-                session.attention.add(key_of(c, session.uses_topic_ids))
 
     async def handle(header: RequestHeader, body: Any) -> Any:
         replica_state = getattr(body, "replica_state", None)
@@ -357,38 +314,22 @@ def register(
             else getattr(body, "replica_id", -1)
         )
         name_request("FetchFollower" if follower >= 0 else "FetchConsumer")
-        # Fetch sessions came with v7 (KIP-227): v4-v6 requests carry no session fields.
-        session_id = getattr(body, "session_id", INVALID_SESSION_ID)
-        session_epoch = getattr(body, "session_epoch", FINAL_EPOCH)
-        uses_ids = header.api_version >= TOPIC_IDS_FROM
-        session: FetchSession | None = None
-        keys: set[PartitionKey] = set()
-        if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
-            if session_id != INVALID_SESSION_ID:
-                sessions.remove(session_id)
-            wanted = wanted_of(body)
-        else:
-            session = sessions.get(session_id)
-            if session is None:
-                return session_error(header, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
-            if session.epoch != session_epoch:
-                return session_error(header, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
-            if session.uses_topic_ids != uses_ids:
-                return session_error(header, ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
-            update_session(session, body)
-            session.epoch = next_epoch(session_epoch)
-            sessions.touch(session)
-            sessions.incremental_fetches += 1
-            if session.privileged:
-                wanted = list(session.partitions.values())
-            else:
-                keys = session.take_attention()
-                wanted = session.in_order(keys)
-        incremental = session is not None
-        watching = incremental and follower < 0
         committed = body.isolation_level == READ_COMMITTED and follower < 0
-        names = list(dict.fromkeys(c.topic for c in wanted))
-        refused = _refused(names, follower)
+        # Fetch sessions came with v7 (KIP-227): v4-v6 requests carry no session fields.
+        session_epoch = getattr(body, "session_epoch", FINAL_EPOCH)
+        context = sessions.new_context(
+            version=header.api_version,
+            session_id=getattr(body, "session_id", INVALID_SESSION_ID),
+            session_epoch=session_epoch,
+            follower=follower >= 0,
+            read_committed=committed,
+            partitions=partitions_of(body),
+            forgotten=forgotten_of(body, header.api_version >= TOPIC_IDS_FROM)
+            if session_epoch > 0
+            else (),
+        )
+        if context.error:
+            return session_error(header, context.error)
         deadline = time.monotonic() + body.max_wait.total_seconds()
         if follower >= 0:
             request_throttle().exempt = True
@@ -397,33 +338,25 @@ def register(
         if follower < 0 and quotas.fetch.enabled:
             requester = quotas.requester(header.client_id)
             quota_bytes = quotas.fetch.max_value_in_window(*requester)
-        topics, total, failed, done = read_all(
-            wanted, body, follower, refused, quota_bytes, incremental=incremental
-        )
-        tps = [] if watching else [c.tp for c in wanted if c.tp is not None]
-        while total < max(body.min_bytes, 1) and not failed:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            waited = time.monotonic()
-            if watching:
-                assert session is not None
-                await replicas.wait_for_session(session, left)
-                keys |= session.take_attention()
-                wanted = session.in_order(keys)
-            else:
-                await replicas.wait_for_data(tps, left)
-            add_remote_time(time.monotonic() - waited)
-            topics, total, failed, done = read_all(
-                wanted, body, follower, refused, quota_bytes, incremental=incremental
-            )
+        refused = _access(follower)
+
+        def attempt() -> FetchRead:
+            return read_all(context, context.to_read(), body, follower, refused=refused,
+                            quota_bytes=quota_bytes)  # fmt: skip
+
+        result = attempt()
+        if not satisfied(result, body.min_bytes):
+            delayed = DelayedFetch(context.wait_keys(result.wanted), body.min_bytes, deadline,
+                                   attempt)  # fmt: skip
+            result = await purgatory.complete(delayed, result)
+        topics, total = result.topics, result.total
         # Counted from the file regions before down-conversion replaces them, and recorded
         # only when the response goes out (a quota may withhold it below).
         sent_by_topic = region_bytes(topics) if total else {}
         if header.api_version < DOWN_CONVERT_FROM:
             fetch_offsets: dict[tuple[str, int], int] = {}
             partition_max_bytes: dict[tuple[str, int], int] = {}
-            for c in wanted:
+            for c in result.wanted:
                 key = (c.topic or "", c.partition)
                 fetch_offsets.setdefault(key, c.fetch_offset)
                 partition_max_bytes.setdefault(key, c.max_bytes)
@@ -440,13 +373,8 @@ def register(
                 )
             else:
                 down_convert_all(*args, max_message_bytes=max_message_bytes)
-        if session is None and session_epoch == INITIAL_EPOCH and header.api_version >= 7:
-            session = sessions.create(wanted, privileged=follower >= 0, uses_topic_ids=uses_ids)
-            if session is not None:
-                log.debug("fetch session %d created with %d partitions", session.id, len(wanted))
-        answered_id = session.id if session is not None else INVALID_SESSION_ID
         chunks, size = encode_fetch_response(
-            header.api_version, header.correlation_id, topics, session_id=answered_id
+            header.api_version, header.correlation_id, topics, session_id=context.session_id()
         )
         if quota_bytes is not None:
             throttle_ms = quotas.fetch.record(*requester, size)
@@ -454,23 +382,13 @@ def register(
                 # Not sent, so not counted: the consumer asks again once unmuted.
                 quotas.fetch.unrecord(*requester, size)
                 request_throttle().add(throttle_ms)
-                if session is not None and not incremental:
-                    sessions.remove(session.id)  # its id is not sent: never used
-                    answered_id = INVALID_SESSION_ID
-                elif watching and session is not None:
-                    session.attention |= keys  # nothing was answered: look again
                 chunks, size = encode_fetch_response(
                     header.api_version, header.correlation_id, [],
-                    throttle_time_ms=throttle_ms, session_id=answered_id,
+                    throttle_time_ms=throttle_ms, session_id=context.withhold(),
                 )  # fmt: skip
                 return RawResponse(chunks, size)
         count_bytes_out(sent_by_topic, follower >= 0)
-        if session is not None:
-            settle(session, done, committed)
-            if incremental:
-                for c, entry, _ in done:
-                    if isinstance(entry.records, FileRegion) and entry.records.length:
-                        session.to_end(key_of(c, session.uses_topic_ids))
+        context.complete(result.done)
         return RawResponse(chunks, size)
 
     def count_bytes_out(sent_by_topic: dict[str, int], to_follower: bool) -> None:
@@ -482,32 +400,6 @@ def register(
                 stats.bytes_out += sent
 
     registry.add(API_KEY, 0, 17, handle)
-
-
-def _must_answer(c: CachedPartition, entry: FetchPartition) -> bool:
-    """An incremental fetch answers a partition read with records, an error, or offsets
-    other than those it last answered (Kafka's rules)."""
-    records = entry.records
-    return bool(
-        entry.error_code
-        or (
-            records is not None and (len(records) if isinstance(records, bytes) else records.length)
-        )
-        or entry.high_watermark != c.high_watermark
-        or entry.last_stable_offset != c.last_stable_offset
-        or entry.log_start_offset != c.log_start_offset
-    )
-
-
-def _remember(done: list[Read]) -> None:
-    """Cache what each partition read answered: the next incremental fetch compares to it."""
-    for c, entry, leader_epoch in done:
-        c.served_leader_epoch = leader_epoch
-        c.high_watermark = entry.high_watermark
-        c.last_stable_offset = entry.last_stable_offset
-        c.log_start_offset = entry.log_start_offset
-        c.last_error = entry.error_code
-        c.pending = False
 
 
 def region_bytes(topics: list[FetchTopic]) -> dict[str, int]:
@@ -524,8 +416,19 @@ def region_bytes(topics: list[FetchTopic]) -> dict[str, int]:
     return sent_by_topic
 
 
-def _refused(names: list[str | None], follower: int) -> set[str | None]:
-    """The topics the request being served may not fetch from."""
+def _access(follower: int) -> Callable[[str | None], bool]:
+    """Whether the request being served may not fetch from a topic (each topic asked once)."""
     if follower >= 0:
-        return set() if authorize_cluster(AclOperation.CLUSTER_ACTION) else set(names)
-    return {n for n in names if n is not None and not authorize(AclOperation.READ, TOPIC, n)}
+        allowed = authorize_cluster(AclOperation.CLUSTER_ACTION)
+        return lambda _name: not allowed
+    refused: dict[str, bool] = {}
+
+    def is_refused(name: str | None) -> bool:
+        if name is None:
+            return False
+        found = refused.get(name)
+        if found is None:
+            found = refused[name] = not authorize(AclOperation.READ, TOPIC, name)
+        return found
+
+    return is_refused

@@ -221,7 +221,7 @@ async def take_snapshot(source: MetricsSource) -> Snapshot:
             )
     snap.isr_shrinks, snap.isr_expands = replicas.isr_shrinks, replicas.isr_expands
     snap.active_controller, snap.offline_partitions = source.controller_status()
-    cache = replicas.fetch_sessions
+    cache = replicas.fetch_manager.cache
     snap.fetch_sessions = (
         len(cache),
         cache.partitions_cached,

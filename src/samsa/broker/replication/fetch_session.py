@@ -33,9 +33,11 @@ fewest partitions — when the newcomer outranks it (privileged, or more
 partitions). Otherwise no session is made.
 
 Each cached partition keeps what was last answered for it, and a consumer's
-session is told by the partitions themselves when they change (an append, a
-high watermark move, a leadership change, DeleteRecords: see
-``Partition.note_change``). So an incremental fetch looks only at the
+session is told when its partitions change (an append, a high watermark move,
+a leadership change, DeleteRecords: ``Partition.note_change`` reaches
+:meth:`FetchManager.partition_changed
+<samsa.broker.replication.fetch_manager.FetchManager.partition_changed>`).
+So an incremental fetch looks only at the
 partitions that changed, that the client named, that answered an error or
 still have data below the high watermark — work in proportion to those, not
 to the session's size; and reads a log only when what it would answer moved.
@@ -44,19 +46,19 @@ which catches what no partition reports (a log start moved by retention).
 A follower's session is read whole on every fetch, as Kafka does: each read
 tells the leader the follower is still caught up.
 
-Not thread-safe: owned by the replica manager, used on the broker's loop.
+These are the sessions' data; one owner changes them:
+:class:`~samsa.broker.replication.fetch_manager.FetchManager`, which the Fetch handler
+asks. Not thread-safe: used on the broker's loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from samsa.types import TopicPartition
 
@@ -72,13 +74,6 @@ INT32_MAX = 2**31 - 1
 
 PartitionKey = tuple[str | uuid.UUID | None, int]
 """A session's partitions are keyed by topic id (v13+) or topic name, and index."""
-
-
-class Watched(Protocol):
-    """What tells sessions of a partition's changes (a ``Partition``)."""
-
-    @property
-    def fetch_sessions(self) -> dict[FetchSession, PartitionKey]: ...
 
 
 def next_epoch(epoch: int) -> int:
@@ -108,8 +103,9 @@ class CachedPartition:
     pending: bool = True
     """The client added or changed it since it was last read: read it."""
     tp: TopicPartition | None = None
-    watched: Watched | None = None
-    """The partition that tells the session of its changes (None: none does yet)."""
+    watched: object | None = None
+    """The ``Partition`` whose changes the session is told of (None: none yet); a new
+    partition object for the same topic partition (deleted and made again) is read."""
     order: int = 0
     """Its place in the session's order (larger: later)."""
 
@@ -130,8 +126,6 @@ class FetchSession:
     last_used_ms: int = 0
     attention: set[PartitionKey] = field(default_factory=set)
     """Partitions to look at in the next fetch (changed, named, errored or owed data)."""
-    waiter: asyncio.Future[None] | None = None
-    """The long poll of the fetch being served, woken by :meth:`mark`."""
     last_sweep_ms: int = 0
     _next_order: int = 0
 
@@ -148,37 +142,13 @@ class FetchSession:
         self.partitions[key].order = self._next_order
         self._next_order += 1
 
-    def forget(self, key: PartitionKey) -> None:
-        p = self.partitions.pop(key, None)
+    def forget(self, key: PartitionKey) -> CachedPartition | None:
         self.attention.discard(key)
-        if p is not None and p.watched is not None:
-            p.watched.fetch_sessions.pop(self, None)
-
-    def release(self) -> None:
-        """Stop being told of changes (the session is gone)."""
-        for p in self.partitions.values():
-            if p.watched is not None:
-                p.watched.fetch_sessions.pop(self, None)
-                p.watched = None
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+        return self.partitions.pop(key, None)
 
     def mark(self, key: PartitionKey) -> None:
-        """A partition of the session changed: look at it, and end the long poll."""
+        """A partition of the session changed: look at it in the next fetch."""
         self.attention.add(key)
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def watch(self, p: CachedPartition, partition: Watched | None) -> None:
-        """Be told of ``partition``'s changes for ``p`` (``partition`` None: of none)."""
-        if p.watched is partition:
-            return
-        if p.watched is not None:
-            p.watched.fetch_sessions.pop(self, None)
-        p.watched = partition
-        if partition is not None:
-            partition.fetch_sessions[self] = key_of(p, self.uses_topic_ids)
 
     def take_attention(self, now_ms: int | None = None) -> set[PartitionKey]:
         """The partitions to look at now (all of them once per :data:`SWEEP_MS`)."""
@@ -203,9 +173,17 @@ class FetchSession:
 class FetchSessionCache:
     """The broker's fetch sessions, bounded by ``max_slots``, least recently used first."""
 
-    def __init__(self, max_slots: int = DEFAULT_SLOTS, eviction_ms: int = EVICTION_MS) -> None:
+    def __init__(
+        self,
+        max_slots: int = DEFAULT_SLOTS,
+        eviction_ms: int = EVICTION_MS,
+        *,
+        on_remove: Callable[[FetchSession], None] | None = None,
+    ) -> None:
         self.max_slots = max_slots
         self.eviction_ms = eviction_ms
+        self.on_remove = on_remove
+        """Called with each session removed (closed or evicted)."""
         self._sessions: OrderedDict[int, FetchSession] = OrderedDict()
         self.evictions = 0
         self.sessions_created = 0
@@ -228,8 +206,8 @@ class FetchSessionCache:
 
     def remove(self, session_id: int) -> FetchSession | None:
         session = self._sessions.pop(session_id, None)
-        if session is not None:
-            session.release()
+        if session is not None and self.on_remove is not None:
+            self.on_remove(session)
         return session
 
     def create(

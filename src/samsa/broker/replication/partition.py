@@ -25,11 +25,10 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 
 from samsa.broker.metrics.stats import TopicStats
-from samsa.broker.replication.fetch_session import FetchSession, PartitionKey
 from samsa.broker.replication.replicas import LeaderReplicas
 from samsa.errors import (
     ErrorCode,
@@ -67,7 +66,13 @@ class Partition:
     """A partition's log, its leadership, and the waits that depend on them."""
 
     def __init__(
-        self, tp: TopicPartition, log: Log, local_id: int, stats: TopicStats | None = None
+        self,
+        tp: TopicPartition,
+        log: Log,
+        local_id: int,
+        stats: TopicStats | None = None,
+        *,
+        on_change: Callable[[Partition], None] | None = None,
     ) -> None:
         self.tp = tp
         self.log = log
@@ -82,11 +87,9 @@ class Partition:
         self.leader_replicas: LeaderReplicas | None = None
         self.isr_change_in_flight = False
         """An ISR write of this leader is on its way to ZooKeeper (one at a time)."""
-        self.waiters: set[asyncio.Future[None]] = set()
-        """Fetches waiting for data (woken by appends and high watermark moves)."""
-        self.fetch_sessions: dict[FetchSession, PartitionKey] = {}
-        """Consumers' fetch sessions holding this partition, by their key for it: told of
-        every change a fetch could see (:meth:`note_change`)."""
+        self.on_change = on_change
+        """Told of every change a fetch could see (:meth:`note_change`): the replica
+        manager wakes the delayed fetches and fetch sessions watching the partition."""
         self._acks: list[tuple[int, int, asyncio.Future[None]]] = []
         """``acks=all`` appends waiting for the high watermark to reach an offset: a heap
         of ``(offset, arrival, future)``, so a high watermark move costs what it completes,
@@ -137,7 +140,7 @@ class Partition:
             now_ms=now_ms() if now is None else now,
         )
         self._high_watermark_moved()
-        self.wake_waiters()
+        self.note_change()
         return True
 
     def make_follower(self, state: LeaderAndIsrState) -> bool:
@@ -155,7 +158,7 @@ class Partition:
             self.leader_replicas = None
             self.isr_change_in_flight = False
             self._fail_acks(NotLeaderOrFollowerError(f"{self.tp} is no longer led here"))
-        self.wake_waiters()
+        self.note_change()
         return changed
 
     def stop(self) -> None:
@@ -163,7 +166,7 @@ class Partition:
         self.leader_replicas = None
         self.leader_id = NO_LEADER
         self._fail_acks(NotLeaderOrFollowerError(f"{self.tp} is no longer served here"))
-        self.wake_waiters()
+        self.note_change()
 
     def _take_isr(self, state: LeaderAndIsrState) -> None:
         self.isr = state.isr
@@ -278,8 +281,9 @@ class Partition:
     def after_leader_append(self) -> None:
         lr = self.leader_replicas
         if lr is not None and lr.maybe_increment_high_watermark(self.log.log_end_offset):
-            self._high_watermark_moved()
-        self.wake_waiters()
+            self._high_watermark_moved()  # tells of the change
+        else:
+            self.note_change()
 
     def record_follower_fetch(self, follower: int, fetch_offset: int, now: int) -> None:
         """A follower fetched at ``fetch_offset`` (its log end): the high watermark may move."""
@@ -299,7 +303,7 @@ class Partition:
             future = heapq.heappop(acks)[2]
             if not future.done():  # done: timed out, or its request went away
                 future.set_result(None)
-        self.wake_waiters()
+        self.note_change()
 
     async def wait_for_acks(self, required_offset: int, timeout_s: float) -> ErrorCode:
         """Wait until the high watermark reaches ``required_offset`` (every ISR member holds
@@ -364,13 +368,8 @@ class Partition:
 
     # -- waiting fetches ------------------------------------------------------------------
     def note_change(self) -> None:
-        """Tell the fetch sessions holding this partition to look at it again."""
-        for session, key in self.fetch_sessions.items():
-            session.mark(key)
-
-    def wake_waiters(self) -> None:
-        self.note_change()
-        for waiter in self.waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self.waiters.clear()
+        """Something a fetch could see changed (an append, the high watermark, the
+        leadership, the log start): tell whoever waits on it."""
+        on_change = self.on_change
+        if on_change is not None:
+            on_change(self)

@@ -12,10 +12,14 @@ directory, at most once per partition per minute (with the count of failures
 not logged meanwhile), so a full disk under a busy producer cannot flood the
 log. Reads go on: a fetch of data already written needs no space.
 
-Delayed operations (Kafka's purgatory) wait on futures the partition
-completes, never by polling: a fetch waits for an append or a move of the high
-watermark (:meth:`ReplicaManager.wait_for_data`), an ``acks=all`` append for
-the high watermark to pass it (:meth:`ReplicaManager.wait_for_replication`).
+Delayed operations (Kafka's purgatory) wait on events the partition
+signals, never by polling: a fetch waits in :attr:`ReplicaManager.fetch_purgatory`
+(:mod:`~samsa.broker.replication.delayed_fetch`) for an append, a move of the high
+watermark or a leadership change, which every partition reports here
+(``Partition.note_change``); an ``acks=all`` append waits for the high watermark to
+pass it (:meth:`ReplicaManager.wait_for_replication`). Incremental fetch sessions
+are the :attr:`ReplicaManager.fetch_manager`'s (Kafka's ``FetchManager``), told of
+the same changes.
 Followers' fetches (:meth:`ReplicaManager.read_for_follower`) tell a leader
 their log ends, which moves the high watermark and may bring a follower back
 into the ISR; a periodic check (:meth:`ReplicaManager.shrink_isrs`) drops the
@@ -40,14 +44,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Container, Iterable
+from collections.abc import Awaitable, Callable, Container
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.metrics.stats import BrokerTopicStats
-from samsa.broker.replication.fetch_session import FetchSession, FetchSessionCache
+from samsa.broker.replication.delayed_fetch import DelayedFetchPurgatory
+from samsa.broker.replication.fetch_manager import FetchManager
 from samsa.broker.replication.partition import LeaderAndIsrState, Partition, now_ms
 from samsa.cluster.local import TopicInfo
 from samsa.cluster.zk_client import is_expected_zk_error
@@ -168,10 +173,10 @@ class ReplicaManager:
         self._isr_writes: set[asyncio.Task[None]] = set()
         self.topic_stats = BrokerTopicStats()
         """Messages and bytes in and out, by topic (Kafka's ``BrokerTopicMetrics``)."""
-        self.fetch_sessions = FetchSessionCache()
+        self.fetch_purgatory = DelayedFetchPurgatory(monotonic)
+        """Fetches waiting for data (Kafka's fetch purgatory)."""
+        self.fetch_manager = FetchManager(self.get, wake=self.fetch_purgatory.check_and_complete)
         """Consumers' and followers' incremental fetch sessions (KIP-227)."""
-        self.delayed_fetches = 0
-        """Fetches waiting for data now (Kafka's fetch purgatory size)."""
         self.delayed_produces = 0
         """``acks=all`` appends waiting for their ISR now (the produce purgatory size)."""
         self.isr_shrinks = 0
@@ -179,6 +184,16 @@ class ReplicaManager:
         self.barred_from_isr: Callable[[], Container[int]] = tuple
         """Brokers no ISR may take in now (in a cluster: those not registered, or in a
         controlled shutdown)."""
+
+    @property
+    def delayed_fetches(self) -> int:
+        """Fetches waiting for data now (Kafka's fetch purgatory size)."""
+        return len(self.fetch_purgatory)
+
+    def _partition_changed(self, partition: Partition) -> None:
+        """``partition`` changed as a fetch could see: wake the fetches waiting on it."""
+        self.fetch_manager.partition_changed(partition)
+        self.fetch_purgatory.check_and_complete(partition.tp)
 
     def topic_config(self, topic: str) -> LogConfig:
         info = self.metadata.get(topic)
@@ -221,7 +236,8 @@ class ReplicaManager:
         self._serve(built)
 
     def _add_partition(self, tp: TopicPartition, partition_log: Log) -> Partition:
-        partition = Partition(tp, partition_log, self.local_id, self.topic_stats.topic(tp.topic))
+        partition = Partition(tp, partition_log, self.local_id, self.topic_stats.topic(tp.topic),
+                              on_change=self._partition_changed)  # fmt: skip
         self._partitions[tp] = partition
         if self.fetching is None:  # a single node leads what it holds
             partition.make_leader(self._single_node_state())
@@ -338,8 +354,9 @@ class ReplicaManager:
                     log.error("cannot create the log of %s: %s", tp, exc)
                     return None
             partition = Partition(
-                tp, partition_log, self.local_id, self.topic_stats.topic(tp.topic)
-            )
+                tp, partition_log, self.local_id, self.topic_stats.topic(tp.topic),
+                on_change=self._partition_changed,
+            )  # fmt: skip
             self._partitions[tp] = partition
         was_leader = partition.is_leader
         if state.leader == self.local_id:
@@ -696,44 +713,6 @@ class ReplicaManager:
         task = asyncio.get_running_loop().create_task(write())
         self._isr_writes.add(task)
         task.add_done_callback(self._isr_writes.discard)
-
-    # -- delayed fetch ------------------------------------------------------------------
-    async def wait_for_data(self, tps: Iterable[TopicPartition], timeout_s: float) -> None:
-        """Return when any of ``tps`` is appended to, or after ``timeout_s``."""
-        if timeout_s <= 0:
-            return
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        partitions = [p for tp in tps if (p := self._partitions.get(tp)) is not None]
-        for partition in partitions:
-            partition.waiters.add(waiter)
-        try:
-            await self._delayed(waiter, timeout_s)
-        finally:
-            for partition in partitions:
-                partition.waiters.discard(waiter)
-
-    async def wait_for_session(self, session: FetchSession, timeout_s: float) -> None:
-        """Return when a partition of ``session`` changes, or after ``timeout_s``."""
-        if timeout_s <= 0:
-            return
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        session.waiter = waiter
-        try:
-            await self._delayed(waiter, timeout_s)
-        finally:
-            if session.waiter is waiter:
-                session.waiter = None
-
-    async def _delayed(self, waiter: asyncio.Future[None], timeout_s: float) -> None:
-        """Wait for ``waiter`` up to ``timeout_s``, counted as a delayed fetch meanwhile."""
-        self.delayed_fetches += 1
-        try:
-            await asyncio.wait_for(waiter, timeout_s)
-        except TimeoutError:
-            pass
-        finally:
-            self.delayed_fetches -= 1
 
     def shutdown(self) -> None:
         for task in self._isr_writes:
