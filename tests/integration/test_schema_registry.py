@@ -752,7 +752,7 @@ def test_an_http_1_0_request_is_answered_and_the_connection_closed(broker: Broke
         while chunk := sock.recv(65536):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200 ")
-    assert json.loads(answer.partition(b"\r\n\r\n")[2]) == ["AVRO", "JSON"]
+    assert json.loads(answer.partition(b"\r\n\r\n")[2]) == ["AVRO", "JSON", "PROTOBUF"]
 
 
 def test_garbage_instead_of_http_gets_400_and_the_connection_closed(
