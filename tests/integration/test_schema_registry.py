@@ -924,6 +924,7 @@ def test_invalid_proto_text_gets_42201_not_a_500(broker: BrokerProcess) -> None:
         'syntax = "proto3"; message A { Missing m = 1; }',
         'syntax = "proto3"; import "nowhere.proto"; message A { int32 a = 1; }',
         "bm90IGEgZGVzY3JpcHRvcg==",
+        'syntax = "proto3";' + "message A { " * 3000 + " }" * 3000,
     ):
         body = json.dumps({"schema": text, "schemaType": "PROTOBUF"})
         status, _, answer = raw(broker, "POST", "/subjects/bad-proto/versions", body)
