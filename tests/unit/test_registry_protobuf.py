@@ -98,10 +98,14 @@ def test_normalize_orders_fields_by_number() -> None:
 
 def test_imports_resolve_through_references_and_well_known_types_are_there() -> None:
     text = message(
-        "other.O o = 1;\ngoogle.protobuf.Timestamp at = 2;",
-        header=PROTO3 + 'import "other.proto";\nimport "google/protobuf/timestamp.proto";\n',
+        "other.O o = 1;\ngoogle.protobuf.Timestamp at = 2;\ngoogle.type.Date day = 3;",
+        header=PROTO3
+        + 'import "other.proto";\nimport "google/protobuf/timestamp.proto";\n'
+        + 'import "google/type/date.proto";\n',
     )
-    assert ".google.protobuf.Timestamp at = 2;" in parse(text, [OTHER]).canonical
+    canonical = parse(text, [OTHER]).canonical
+    assert ".google.protobuf.Timestamp at = 2;" in canonical
+    assert ".google.type.Date day = 3;" in canonical
     with pytest.raises(SchemaParseError):
         parse(text)  # other.proto is not referenced
 

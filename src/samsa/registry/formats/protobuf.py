@@ -10,7 +10,8 @@ Custom options (``(name)``) and extension declarations are not kept.
 
 Imports name other schemas through references: ``import "other.proto"`` needs a
 reference named ``other.proto``. The well-known types (``google/protobuf/*.proto``)
-are always there.
+and the common types of ``google/type/*.proto`` (googleapis-common-protos) are always
+there, as Confluent's serializers do not register them.
 
 Compatibility follows the rules Confluent documents for Protobuf, with the reader
 the new schema and the writer the earlier one (BACKWARD); the check is the same
@@ -37,7 +38,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
+import importlib
 import json
+import pkgutil
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -145,13 +149,13 @@ class ProtobufSchema:
 
 def parse_protobuf(text: str, dependencies: list[Dependency]) -> ProtobufSchema:
     pool = descriptor_pool.DescriptorPool()
-    for module in _WELL_KNOWN:
-        pool.AddSerializedFile(module.DESCRIPTOR.serialized_pb)
+    for serialized in _builtin_files():
+        pool.AddSerializedFile(serialized)
     names = set()
     for dep in dependencies:
         if dep.schema_type != "PROTOBUF":
             raise SchemaParseError(f"reference {dep.name!r} is a {dep.schema_type} schema")
-        if dep.name in names or dep.name.startswith("google/protobuf/"):
+        if dep.name in names or dep.name.startswith(("google/protobuf/", "google/type/")):
             continue
         _add(pool, _descriptor(dep.text, dep.name), dep.name)
         names.add(dep.name)
@@ -159,6 +163,35 @@ def parse_protobuf(text: str, dependencies: list[Dependency]) -> ProtobufSchema:
     while name in names:
         name = "_" + name
     return ProtobufSchema(_add(pool, _descriptor(text, name), name))
+
+
+@functools.cache
+def _builtin_files() -> tuple[bytes, ...]:
+    """The serialized well-known and common types, each after its dependencies."""
+    files: list[Any] = [module.DESCRIPTOR for module in _WELL_KNOWN]
+    try:
+        common = importlib.import_module("google.type")  # googleapis-common-protos
+    except ImportError:
+        pass
+    else:
+        for found in pkgutil.iter_modules(common.__path__):
+            if found.name.endswith("_pb2"):
+                module = importlib.import_module(f"google.type.{found.name}")
+                files.append(module.DESCRIPTOR)
+    ordered: list[bytes] = []
+    seen: set[str] = set()
+
+    def visit(file: Any) -> None:
+        if file.name in seen:
+            return
+        seen.add(file.name)
+        for dependency in file.dependencies:
+            visit(dependency)
+        ordered.append(file.serialized_pb)
+
+    for file in files:
+        visit(file)
+    return tuple(ordered)
 
 
 def _add(
