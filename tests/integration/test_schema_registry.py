@@ -7,6 +7,7 @@ One broker serving the registry for the module; each test uses subjects of its o
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import socket
@@ -29,7 +30,10 @@ from confluent_kafka.schema_registry import (
 )
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf.message_factory import GetMessageClass
 
 from samsa.testing import BrokerProcess, start_broker
 
@@ -202,8 +206,8 @@ def test_a_schema_is_found_by_its_guid(client: SchemaRegistryClient, subject: st
     assert error_code(unknown) == (404, 40403)
 
 
-def test_schema_types_are_avro_and_json(client: SchemaRegistryClient) -> None:
-    assert sorted(fresh(client).get_schema_types()) == ["AVRO", "JSON"]
+def test_schema_types_are_avro_json_and_protobuf(client: SchemaRegistryClient) -> None:
+    assert sorted(fresh(client).get_schema_types()) == ["AVRO", "JSON", "PROTOBUF"]
 
 
 def test_the_only_context_is_the_default_one(client: SchemaRegistryClient) -> None:
@@ -748,7 +752,7 @@ def test_an_http_1_0_request_is_answered_and_the_connection_closed(broker: Broke
         while chunk := sock.recv(65536):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200 ")
-    assert json.loads(answer.partition(b"\r\n\r\n")[2]) == ["AVRO", "JSON"]
+    assert json.loads(answer.partition(b"\r\n\r\n")[2]) == ["AVRO", "JSON", "PROTOBUF"]
 
 
 def test_garbage_instead_of_http_gets_400_and_the_connection_closed(
@@ -820,3 +824,108 @@ def test_the_pytest_fixture_serves_a_registry(samsa_schema_registry: BrokerProce
     registry = SchemaRegistryClient({"url": samsa_schema_registry.schema_registry_url})
     schema_id = registry.register_schema("fixture-value", Schema(USER_V1, "AVRO"))
     assert registry.get_schema(schema_id).schema_type == "AVRO"
+
+
+# -- Protobuf ------------------------------------------------------------------------------
+
+
+def _protobuf_order_class() -> Any:
+    """shop.Order (shop/order.proto), which imports shop.Money from shop/money.proto: built
+    at run time, as protoc's generated code would register them."""
+    field = descriptor_pb2.FieldDescriptorProto
+    money = descriptor_pb2.FileDescriptorProto(
+        name="shop/money.proto", package="shop", syntax="proto3"
+    )
+    money_type = money.message_type.add(name="Money")
+    money_type.field.add(name="currency", number=1, label=1, type=field.TYPE_STRING)
+    money_type.field.add(name="cents", number=2, label=1, type=field.TYPE_INT64)
+    order = descriptor_pb2.FileDescriptorProto(
+        name="shop/order.proto", package="shop", syntax="proto3", dependency=["shop/money.proto"]
+    )
+    order_type = order.message_type.add(name="Order")
+    order_type.field.add(name="id", number=1, label=1, type=field.TYPE_INT32)
+    order_type.field.add(name="item", number=2, label=1, type=field.TYPE_STRING)
+    order_type.field.add(
+        name="price", number=3, label=1, type=field.TYPE_MESSAGE, type_name=".shop.Money"
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(money)
+    pool.Add(order)
+    return GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_serializer_and_deserializer_round_trip_through_the_broker(
+    broker: BrokerProcess, client: SchemaRegistryClient
+) -> None:
+    topic = "proto-orders"
+    order_class = _protobuf_order_class()
+    serializer = ProtobufSerializer(order_class, client)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, **QUIET})
+    orders = [order_class(id=i, item=f"thing-{i}") for i in range(3)]
+    for order in orders:
+        order.price.currency, order.price.cents = "EUR", 100 * order.id
+        producer.produce(
+            topic, value=serializer(order, SerializationContext(topic, MessageField.VALUE)),
+            partition=0,
+        )  # fmt: skip
+    assert producer.flush(30) == 0
+    messages = _consume(broker, topic, len(orders))
+    # a fresh client: the writer schema and its reference are fetched format=serialized
+    deserializer = ProtobufDeserializer(order_class, {}, fresh(client))
+    decoded = [
+        deserializer(m.value(), SerializationContext(topic, MessageField.VALUE)) for m in messages
+    ]
+    assert decoded == orders
+    # the import was registered as a subject of its own and referenced
+    latest = fresh(client).get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "PROTOBUF"
+    [reference] = latest.schema.references
+    assert (reference.name, reference.subject, reference.version) == (
+        "shop/money.proto", "shop/money.proto", 1,
+    )  # fmt: skip
+    assert 'import "shop/money.proto";' in latest.schema.schema_str
+    assert ".shop.Money price = 3;" in latest.schema.schema_str
+
+
+def test_protobuf_text_and_its_serialized_form_are_one_schema(
+    broker: BrokerProcess, client: SchemaRegistryClient, subject: str
+) -> None:
+    text = 'syntax = "proto3";\npackage geo;\nmessage Point { int32 x = 1; int32 y = 2; }\n'
+    registered = client.register_schema(subject, Schema(text, "PROTOBUF"))
+    status, _, answer = raw(broker, "GET", f"/schemas/ids/{registered}?format=serialized")
+    assert status == 200
+    file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(answer["schema"]))
+    assert [f.name for f in file.message_type[0].field] == ["x", "y"]
+    # the serialized form looks up as the schema registered as text
+    found = fresh(client).lookup_schema(subject, Schema(answer["schema"], "PROTOBUF"))
+    assert (found.schema_id, found.version) == (registered, 1)
+    status, _, plain = raw(broker, "GET", f"/subjects/{subject}/versions/1/schema")
+    assert status == 200 and "message Point {" in plain
+
+
+def test_protobuf_evolution_follows_backward_rules(
+    client: SchemaRegistryClient, subject: str
+) -> None:
+    def point(fields: str) -> Schema:
+        return Schema(f'syntax = "proto3";\npackage geo;\nmessage Point {{ {fields} }}', "PROTOBUF")
+
+    client.register_schema(subject, point("int32 x = 1;"))
+    assert client.register_schema(subject, point("int32 x = 1; string label = 2;"))
+    assert not client.test_compatibility(subject, point("string x = 1; string label = 2;"))
+    with pytest.raises(SchemaRegistryError) as refused:
+        client.register_schema(subject, point("string x = 1; string label = 2;"))
+    assert error_code(refused) == (409, 409)
+    assert client.register_schema(subject, point("int64 x = 1;"))  # int32 -> int64, label removed
+
+
+def test_invalid_proto_text_gets_42201_not_a_500(broker: BrokerProcess) -> None:
+    for text in (
+        "message { bad",
+        'syntax = "proto3"; message A { Missing m = 1; }',
+        'syntax = "proto3"; import "nowhere.proto"; message A { int32 a = 1; }',
+        "bm90IGEgZGVzY3JpcHRvcg==",
+        'syntax = "proto3";' + "message A { " * 3000 + " }" * 3000,
+    ):
+        body = json.dumps({"schema": text, "schemaType": "PROTOBUF"})
+        status, _, answer = raw(broker, "POST", "/subjects/bad-proto/versions", body)
+        assert (status, answer["error_code"]) == (422, 42201), text

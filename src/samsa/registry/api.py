@@ -132,13 +132,13 @@ class RegistryApi:
                 entry = self.service.latest_with_metadata(
                     subject, list(zip(keys, values, strict=True)), deleted=_flag(q, "deleted")
                 )
-                return self._describe(entry)
+                return self._describe(entry, q)
             case ("GET", ["subjects", subject, "versions", version]):
                 entry = self._version(subject, version, q)
-                return self._describe(entry)
+                return self._describe(entry, q)
             case ("GET", ["subjects", subject, "versions", version, "schema"]):
                 entry = self._version(subject, version, q)
-                return Response(200, entry.content.schema.encode(), V1_JSON)
+                return Response(200, self._text(entry.content, q).encode(), V1_JSON)
             case ("GET", ["subjects", subject, "versions", version, "referencedby"]):
                 entry = self._version(subject, version, q)
                 return _page(self.service.state.referenced_by(subject, entry.version), q)
@@ -156,7 +156,7 @@ class RegistryApi:
                     subject, body, normalize=_flag(q, "normalize")
                 )
                 entry = self.service.lookup(subject, content, deleted=_flag(q, "deleted"))
-                return self._describe(entry)
+                return self._describe(entry, q)
             case ("DELETE", ["subjects", subject]):
                 return await self.service.delete_subject(subject, permanent=_flag(q, "permanent"))
             case ("DELETE", ["subjects", subject, "versions", version]):
@@ -231,8 +231,16 @@ class RegistryApi:
             subject, parse_version(version), deleted=_flag(q, "deleted")
         )
 
-    @staticmethod
-    def _describe(entry: SubjectVersion) -> dict[str, Any]:
+    def _text(self, content: SchemaContent, q: dict[str, str]) -> str:
+        """The schema text, or with ``format=serialized`` a Protobuf schema's descriptor
+        in base64 (what confluent-kafka's Protobuf deserializer asks for)."""
+        if q.get("format") == "serialized" and content.schema_type == "PROTOBUF":
+            serialized = getattr(self.service.parsed(content), "serialized", None)
+            if isinstance(serialized, str):
+                return serialized
+        return content.schema
+
+    def _describe(self, entry: SubjectVersion, q: dict[str, str]) -> dict[str, Any]:
         found: dict[str, Any] = {
             "subject": entry.subject,
             "version": entry.version,
@@ -244,7 +252,7 @@ class RegistryApi:
         if entry.content.reference_list:
             found["references"] = entry.content.reference_list
         _add_contract(found, entry.content)
-        found["schema"] = entry.content.schema
+        found["schema"] = self._text(entry.content, q)
         return found
 
     def _schema_by_id(self, text: str, tail: str | None, q: dict[str, str]) -> Any:
@@ -261,10 +269,10 @@ class RegistryApi:
             if content.reference_list:
                 found["references"] = content.reference_list
             _add_contract(found, content)
-            found["schema"] = content.schema
+            found["schema"] = self._text(content, q)
             return found
         if tail == "schema":
-            return Response(200, content.schema.encode(), V1_JSON)
+            return Response(200, self._text(content, q).encode(), V1_JSON)
         usages = self.service.state.usages(schema_id, deleted=deleted)
         if "subject" in q:
             usages = [u for u in usages if u.subject == q["subject"]]

@@ -7,8 +7,9 @@ and hands out), its ``normalized`` form (``?normalize=true``) and whether it, as
 the reader, can read what another schema of its format wrote
 (:meth:`ParsedSchema.read_errors`, empty when it can).
 
-AVRO (:mod:`.avro`, parsed by fastavro) and JSON (:mod:`.json_schema`, checked by
-jsonschema) are here; PROTOBUF is not served yet.
+AVRO (:mod:`.avro`, parsed by fastavro), JSON (:mod:`.json_schema`, checked by
+jsonschema) and PROTOBUF (:mod:`.protobuf`, parsed by proto-schema-parser and
+resolved by protobuf's descriptor pool) are served.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from samsa.registry.formats.base import Dependency, ParsedSchema, SchemaParseErr
 __all__ = ["SCHEMA_TYPES", "Dependency", "ParsedSchema", "SchemaParseError", "parse_schema"]
 
 
-SCHEMA_TYPES = ("AVRO", "JSON")
+SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 
 
 def parse_schema(
@@ -35,4 +36,8 @@ def parse_schema(
         from samsa.registry.formats.json_schema import parse_json_schema
 
         return parse_json_schema(text, deps)
+    if schema_type == "PROTOBUF":
+        from samsa.registry.formats.protobuf import parse_protobuf
+
+        return parse_protobuf(text, deps)
     raise SchemaParseError(f"unsupported schema type {schema_type!r}")
