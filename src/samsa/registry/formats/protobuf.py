@@ -71,7 +71,7 @@ from google.protobuf.message import DecodeError
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
-from samsa.registry.formats import Dependency, ParsedSchema, SchemaParseError
+from samsa.registry.formats.base import Dependency, ParsedSchema, SchemaParseError
 
 _WELL_KNOWN = (
     any_pb2,
