@@ -26,12 +26,33 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float, poll: float
         time.sleep(poll)
 
 
+def log4j_settings(info: tuple[str, ...]) -> str:
+    """Log4j 2 settings: warnings and errors on stderr, and INFO for the ``info`` loggers."""
+    lines = [
+        "appender.stderr.type = Console",
+        "appender.stderr.name = STDERR",
+        "appender.stderr.target = SYSTEM_ERR",
+        "appender.stderr.layout.type = PatternLayout",
+        "appender.stderr.layout.pattern = [%d{HH:mm:ss.SSS}] %-5p %c{1}: %m%n",
+        "rootLogger.level = warn",
+        "rootLogger.appenderRef.stderr.ref = STDERR",
+    ]
+    for n, name in enumerate(info):
+        lines += [f"logger.l{n}.name = {name}", f"logger.l{n}.level = info"]
+    return "".join(f"{line}\n" for line in lines)
+
+
 class JavaProcess:
     """``main_class args…`` in its own JVM; see the module docstring."""
 
-    def __init__(self, log: Path, main_class: str, *args: str) -> None:
+    def __init__(self, log: Path, main_class: str, *args: str, info: tuple[str, ...] = ()) -> None:
+        """``info``: loggers (packages) to log at level INFO rather than WARN, in ``log``."""
         self.log = log
         self.command = java_command(main_class, *args)
+        if info:
+            settings = log.with_suffix(".log4j2.properties")
+            settings.write_text(log4j_settings(info))
+            self.command.insert(1, f"-Dlog4j2.configurationFile={settings}")
         self.lines: list[str] = []
         self.process: subprocess.Popen[str] | None = None
 
