@@ -29,6 +29,7 @@ import itertools
 import json
 import signal
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -51,6 +52,7 @@ pytestmark = pytest.mark.timeout(300)
 WORKER = "org.apache.kafka.connect.cli.ConnectDistributed"
 QUIET = {"log_level": 3}
 WAIT_S = 120
+NUDGE_S = 3
 
 
 class ConnectWorker:
@@ -87,6 +89,10 @@ class ConnectWorker:
             # behind until their sessions expire: 45 s by default).
             "consumer.session.timeout.ms": "6000",
             "consumer.heartbeat.interval.ms": "1000",
+            # A killed exactly-once task leaves a transaction open on the offsets topic,
+            # which the restarted worker reads read_committed to its end: it waits until
+            # the coordinator aborts the transaction at this timeout (60 s by default).
+            "producer.transaction.timeout.ms": "10000",
             "exactly.once.source.support": "enabled" if exactly_once else "disabled",
         }
         properties = tmp_path / f"{self.name}.properties"
@@ -191,10 +197,25 @@ class Pipeline:
         return text.splitlines() if text.endswith("\n") else text.splitlines()[:-1]
 
     def wait_sunk(self, what: str) -> None:
-        """Until every line appended so far is in the sink's file."""
+        """Until every line appended so far is in the sink's file.
+
+        FileStreamSourceTask reads the file while it has bytes to read, and a poll that
+        reaches ``batch.size`` records returns with the rest of what it read still in its
+        buffer: those lines go out with the next poll that finds new bytes. So, while lines
+        are missing, one more line is appended every few seconds (a file being written to,
+        as the connector expects)."""
+        nudged = [time.monotonic()]
+
+        def all_sunk() -> bool:
+            if set(self.lines) <= set(self.sunk()):
+                return True
+            if time.monotonic() - nudged[0] > NUDGE_S:
+                self.append(1)
+                nudged[0] = time.monotonic()
+            return False
+
         try:
-            wait_until(lambda: set(self.lines) <= set(self.sunk()), f"{what}: every line sunk",
-                       WAIT_S, poll=0.2)  # fmt: skip
+            wait_until(all_sunk, f"{what}: every line sunk", WAIT_S, poll=0.2)
         except AssertionError as failure:
             missing = [line for line in self.lines if line not in set(self.sunk())]
             uncommitted = self.topic_lines("read_uncommitted")
