@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from tests.compat.jvm_process import JavaProcess, wait_until
 
 from samsa.testing import BrokerProcess, LocalCluster, start_cluster
@@ -39,7 +39,6 @@ QUIET = {"log_level": 3}
 PARTITIONS = 3
 WAIT_S = 120
 WORDS = [f"w{i:03d}" for i in range(60)]
-INTERNAL = ("-words-repartition", "-counts-changelog")
 
 
 def sentences(count: int, seed: int) -> list[str]:
@@ -170,13 +169,16 @@ def test_word_count_exactly_once_with_a_persistent_store(
     assert word_count.process.stop() == 0, word_count.process.details()
     assert word_count.process.printed("CLOSED")
     word_count.check_exact()
-    # Streams created its internal topics on samsa, as it does on Kafka.
-    listed = AdminClient({"bootstrap.servers": jvm_broker.bootstrap, **QUIET}).list_topics(
-        timeout=WAIT_S
-    )
-    for suffix in INTERNAL:
-        topic = listed.topics[word_count.app + suffix]
-        assert len(topic.partitions) == PARTITIONS, topic
+    # Streams created its internal topics on samsa, as it does on Kafka: the changelog
+    # compacted, the repartition topic deleting (Streams purges what it has read).
+    admin = AdminClient({"bootstrap.servers": jvm_broker.bootstrap, **QUIET})
+    listed = admin.list_topics(timeout=WAIT_S)
+    policies = {"-counts-changelog": "compact", "-words-repartition": "delete"}
+    for suffix, policy in policies.items():
+        topic = word_count.app + suffix
+        assert len(listed.topics[topic].partitions) == PARTITIONS, listed.topics[topic]
+        (described,) = admin.describe_configs([ConfigResource("topic", topic)]).values()
+        assert described.result(WAIT_S)["cleanup.policy"].value == policy, topic
 
 
 @contextmanager
