@@ -150,7 +150,7 @@ TEST_WORKERS ?= 2
 test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(JVM)
 	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
-test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(RDKAFKA_DEV)
+test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(RDKAFKA_DEV) $(JVM)
 	$(BIN)/pytest -m slow -q
 
 bench: $(STAMP) $(RDKAFKA_DEV)
