@@ -264,15 +264,20 @@ def register(
                 requested,
                 metadata_max_bytes=metadata_max_bytes,
                 before_write=topic_manager.ensure_offsets_topic,
+                api_version=header.api_version,
             )
         for entry, code in zip(entries, codes, strict=True):
             entry["error_code"] = code
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    def fetch_group(group: str, topics: Any, require_stable: bool) -> dict[str, Any]:
+    def fetch_group(
+        group: str, topics: Any, require_stable: bool, member: tuple[str | None, int] = (None, -1)
+    ) -> dict[str, Any]:
         if not authorize(DESCRIBE, GROUP, group):
             return {"group_id": group, "topics": [], "error_code": GROUP_DENIED}
         if error := coordinator.coordinator_error(group):
+            return {"group_id": group, "topics": [], "error_code": error}
+        if error := coordinator.validate_offset_fetch(group, *member):
             return {"group_id": group, "topics": [], "error_code": error}
         by_topic: dict[str, list[dict[str, Any]]] = {}
         if topics is None:
@@ -307,7 +312,11 @@ def register(
     async def offset_fetch(header: RequestHeader, body: Any) -> Any:
         stable = getattr(body, "require_stable", False)
         if header.api_version >= 8:
-            groups = [fetch_group(g.group_id, g.topics, stable) for g in body.groups]
+            groups = [
+                fetch_group(g.group_id, g.topics, stable,
+                            (getattr(g, "member_id", None), getattr(g, "member_epoch", -1)))
+                for g in body.groups
+            ]  # fmt: skip
             return respond(header, {"throttle_time": 0, "groups": groups})
         answer = fetch_group(body.group_id, body.topics, stable)
         answer.pop("group_id")
@@ -370,15 +379,15 @@ def register(
         types = {t.lower() for t in getattr(body, "types_filter", ())}
         groups = []
         every_group = authorize_cluster(DESCRIBE)
-        for group_id, protocol_type, state in coordinator.list_groups():
+        for group_id, protocol_type, state, group_type in coordinator.list_groups():
             if not every_group and not authorize(DESCRIBE, GROUP, group_id):
                 continue
             if states and state.lower() not in states:
                 continue
-            if types and "classic" not in types:
+            if types and group_type not in types:
                 continue
             groups.append({"group_id": group_id, "protocol_type": protocol_type,
-                           "group_state": state, "group_type": "classic"})  # fmt: skip
+                           "group_state": state, "group_type": group_type})  # fmt: skip
         return respond(header, {"throttle_time": 0, "error_code": ErrorCode.NONE, "groups": groups})
 
     async def delete_groups(header: RequestHeader, body: Any) -> Any:
