@@ -239,14 +239,12 @@ class ConsumerGroupManager:
                 )
             member = ConsumerGroupMember(req.member_id or str(uuid.uuid4()))
             group.members[member.member_id] = member
-            group.group_epoch += 1
         else:
             # A known member joining again starts from nothing.
             group.release(member)
             member.assigned = member.pending_revocation = {}
             member.member_epoch = 0
             member.state = MemberState.STABLE
-            group.group_epoch += 1
         return member
 
     @staticmethod
@@ -292,11 +290,15 @@ class ConsumerGroupManager:
         previous_assigned = dict(member.assigned)
         previous_epoch = member.member_epoch
         joining = req.member_epoch == 0
-        if self._update_subscription(member, req) and not joining:
-            group.group_epoch += 1
+        # One bump of the group epoch for whatever this request changed.
+        changed_group = self._update_subscription(member, req) or (
+            joining and member.member_epoch == 0
+        )
         member.client_id = req.client_id or member.client_id
         member.client_host = req.client_host or member.client_host
-        self._refresh_topics(group, topics)
+        changed_group |= self._refresh_topics(group, topics)
+        if changed_group:
+            group.group_epoch += 1
         self._update_target(group)
         new = reconcile(
             member.assignment_state(),
@@ -343,16 +345,17 @@ class ConsumerGroupManager:
         return changed
 
     @staticmethod
-    def _refresh_topics(group: ConsumerGroup, topics: TopicLookup) -> None:
-        """Bump the group epoch when a subscribed topic appeared, went or grew."""
+    def _refresh_topics(group: ConsumerGroup, topics: TopicLookup) -> bool:
+        """True when a subscribed topic appeared, went or grew."""
         current: dict[str, tuple[uuid.UUID, int]] = {}
         for name in group.subscribed_topic_names():
             found = topics(name)
             if found is not None:
                 current[name] = found
-        if current != group.subscribed_topics:
-            group.subscribed_topics = current
-            group.group_epoch += 1
+        if current == group.subscribed_topics:
+            return False
+        group.subscribed_topics = current
+        return True
 
     def _update_target(self, group: ConsumerGroup) -> None:
         if group.group_epoch <= group.assignment_epoch:
