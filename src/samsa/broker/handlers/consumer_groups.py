@@ -91,7 +91,7 @@ def register(
             return refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         await topic_manager.ensure_offsets_topic()
         rebalance_timeout = duration_ms(body.rebalance_timeout)
-        result = coordinator.consumer_group_heartbeat(
+        result = await coordinator.consumer_group_heartbeat(
             HeartbeatRequest(
                 group_id=body.group_id,
                 member_id=body.member_id,

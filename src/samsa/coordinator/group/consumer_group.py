@@ -75,6 +75,8 @@ class ConsumerGroup:
         self.subscribed_topics: dict[str, tuple[uuid.UUID, int]] = {}
         """Name → (id, partition count) of the subscribed topics, as of the last check."""
         self._partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
+        self.written: dict[bytes, bytes] = {}
+        """The group's records as last written to the offsets topic (key → value)."""
 
     # -- state ---------------------------------------------------------------------------
     @property

@@ -33,6 +33,7 @@ from samsa.coordinator.group.consumer_group_manager import (
     HeartbeatResult,
     TopicLookup,
 )
+from samsa.coordinator.group.consumer_group_records import group_records
 from samsa.coordinator.group.group import (
     GroupConfig,
     GroupDescription,
@@ -53,6 +54,7 @@ from samsa.coordinator.group.offset_metadata_manager import (
 from samsa.coordinator.group.records import OffsetValue, partition_for
 from samsa.coordinator.timer import LoopTimer, Timer, TimerHandle
 from samsa.errors import ErrorCode
+from samsa.records import RecordBatchBuilder
 from samsa.storage import Log
 from samsa.types import TopicPartition
 
@@ -106,6 +108,11 @@ class GroupCoordinator:
         self.consumer_groups = ConsumerGroupManager(self._timer, consumer_config)
         """Groups of the consumer protocol (KIP-848); a group id names a classic group or a
         consumer group, never both at once."""
+        self.consumer_groups.on_change = self._consumer_group_changed
+        self._append = append
+        self._changed_consumer_groups: dict[str, ConsumerGroup] = {}
+        self._consumer_group_writes: set[asyncio.Task[None]] = set()
+        self._in_heartbeat = False
         self._expiry_timer: TimerHandle | None = None
         self._expiry_task: asyncio.Task[None] | None = None
         self._owned: set[int] | None = None
@@ -137,8 +144,10 @@ class GroupCoordinator:
         loaded = load_groups([partition_log])
         self.offset_metadata_manager.load(loaded.offsets, loaded.pending)
         self.group_metadata_manager.load(loaded.metadata, loaded.offsets)
+        consumer = self._load_consumer_groups(loaded.consumer_groups.groups())
         groups = set(loaded.metadata) | set(loaded.offsets)
         self.group_metadata_manager.start(groups)
+        self.consumer_groups.start(consumer)
         self._owned.add(index)
         log.info("coordinating the %d groups of %s", len(groups),
                  TopicPartition(OFFSETS_TOPIC, index))  # fmt: skip
@@ -155,6 +164,10 @@ class GroupCoordinator:
 
         removed = self.group_metadata_manager.unload(elsewhere)
         self.offset_metadata_manager.unload(elsewhere)
+        for group in self.consumer_groups.groups():
+            if elsewhere(group.group_id):
+                self.consumer_groups.remove_group(group.group_id)
+                removed += 1
         if removed:
             log.info("no longer coordinating the %d groups of %s", removed,
                      TopicPartition(OFFSETS_TOPIC, index))  # fmt: skip
@@ -165,7 +178,8 @@ class GroupCoordinator:
         loaded = load_groups(logs)
         self.offset_metadata_manager.load(loaded.offsets, loaded.pending)
         self.group_metadata_manager.load(loaded.metadata, loaded.offsets)
-        groups = len(self.group_metadata_manager.groups())
+        self._load_consumer_groups(loaded.consumer_groups.groups())
+        groups = len(self.groups())
         if groups or loaded.skipped:
             log.info(
                 "loaded %d groups (%d with committed offsets); %d unreadable records skipped",
@@ -179,6 +193,7 @@ class GroupCoordinator:
         cluster, a partition's members are armed as it is loaded)."""
         if self._owned is None:
             self.group_metadata_manager.start()
+            self.consumer_groups.start()
         self._schedule_expiry()
 
     async def shutdown(self) -> None:
@@ -191,6 +206,10 @@ class GroupCoordinator:
                 await self._expiry_task
         await self.group_metadata_manager.shutdown()
         self.consumer_groups.shutdown()
+        for task in list(self._consumer_group_writes):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     def _schedule_expiry(self) -> None:
         self._expiry_timer = self._timer.call_later(
@@ -258,10 +277,73 @@ class GroupCoordinator:
         return self.group_metadata_manager.leave(group_id, members)
 
     # -- consumer groups (KIP-848) ----------------------------------------------------
-    def consumer_group_heartbeat(
+    def _load_consumer_groups(self, groups: Iterable[ConsumerGroup]) -> set[str]:
+        loaded = set()
+        for group in groups:
+            group.written = group_records(group)
+            self.consumer_groups.add_group(group)
+            loaded.add(group.group_id)
+        return loaded
+
+    def _consumer_group_changed(self, group: ConsumerGroup) -> None:
+        self._changed_consumer_groups[group.group_id] = group
+        if not self._in_heartbeat:
+            # A timeout changed the group: write it on the loop's next turn.
+            task = asyncio.get_running_loop().create_task(self._write_consumer_groups_logged())
+            self._consumer_group_writes.add(task)
+            task.add_done_callback(self._consumer_group_writes.discard)
+
+    async def _write_consumer_groups_logged(self) -> None:
+        try:
+            await self._write_consumer_groups()
+        except Exception as exc:
+            # The records are written again with the group's next change.
+            log.warning("writing consumer group records failed: %s", exc)
+
+    async def _write_consumer_groups(self) -> None:
+        """Append the records of every changed group that differ from what was written
+        (tombstones for the keys it no longer has), one batch per group."""
+        changed, self._changed_consumer_groups = self._changed_consumer_groups, {}
+        while changed:
+            group_id, group = next(iter(changed.items()))
+            live = self.consumer_groups.get(group_id) is group
+            records = group_records(group) if live else {}
+            builder = RecordBatchBuilder()
+            now = self._timer.now_ms()
+            count = 0
+            for key in group.written.keys() - records.keys():
+                builder.append(None, key=key, timestamp=now)
+                count += 1
+            for key, value in records.items():
+                if group.written.get(key) != value:
+                    builder.append(value, key=key, timestamp=now)
+                    count += 1
+            if count:
+                try:
+                    await self._append(self.partition_of(group_id), builder.build())
+                except Exception:
+                    for gid, g in changed.items():  # written again with the next change
+                        self._changed_consumer_groups.setdefault(gid, g)
+                    raise
+                group.written = records
+            del changed[group_id]
+
+    async def consumer_group_heartbeat(
         self, req: HeartbeatRequest, topics: TopicLookup
     ) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat; a classic group of the same id with members refuses it."""
+        """ConsumerGroupHeartbeat; a classic group of the same id with members refuses it.
+        The answer waits for the group's changed records to be written."""
+        result = self._consumer_group_heartbeat(req, topics)
+        try:
+            await self._write_consumer_groups()
+        except Exception as exc:
+            log.warning("group %s: writing its records failed: %s", req.group_id, exc)
+            return HeartbeatResult(write_error_code(exc), str(exc))
+        return result
+
+    def _consumer_group_heartbeat(
+        self, req: HeartbeatRequest, topics: TopicLookup
+    ) -> HeartbeatResult:
         if error := self.coordinator_error(req.group_id):
             return HeartbeatResult(error)
         classic = self.group_metadata_manager.get(req.group_id)
@@ -273,7 +355,11 @@ class GroupCoordinator:
             return HeartbeatResult(
                 ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group."
             )
-        return self.consumer_groups.heartbeat(req, topics)
+        self._in_heartbeat = True
+        try:
+            return self.consumer_groups.heartbeat(req, topics)
+        finally:
+            self._in_heartbeat = False
 
     def consumer_group(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
         """ConsumerGroupDescribe's view of ``group_id``: an error and message, or the group."""
@@ -477,6 +563,13 @@ class GroupCoordinator:
             log.warning("group %s: writing its deletion failed: %s", group.group_id, exc)
             return write_error_code(exc)
         self.consumer_groups.remove_group(group.group_id)
+        self._changed_consumer_groups[group.group_id] = group
+        try:
+            await self._write_consumer_groups()
+        except Exception as exc:
+            log.warning("group %s: writing its deletion failed: %s", group.group_id, exc)
+            self.consumer_groups.add_group(group)
+            return write_error_code(exc)
         offsets.forget_group(group.group_id)
         classic = self.group_metadata_manager.get(group.group_id)
         if classic is not None:
