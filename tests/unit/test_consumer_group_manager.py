@@ -96,6 +96,21 @@ def test_a_second_member_gets_partitions_only_after_the_first_revoked_them(
     assert group is not None and group.state == "Stable"
 
 
+def test_a_known_member_sending_epoch_zero_again_keeps_its_epoch_and_partitions(
+    manager: ConsumerGroupManager,
+) -> None:
+    first = _join(manager, "a")
+    again = _join(manager, "a")
+    assert (again.error, again.member_epoch) == (ErrorCode.NONE, first.member_epoch)
+    assert again.assignment == first.assignment
+
+
+def test_a_heartbeat_to_a_group_that_does_not_exist_is_group_id_not_found(
+    manager: ConsumerGroupManager,
+) -> None:
+    assert _beat(manager, "a", 3, set()).error == ErrorCode.GROUP_ID_NOT_FOUND
+
+
 def test_a_member_ahead_of_the_coordinator_is_fenced(manager: ConsumerGroupManager) -> None:
     _join(manager, "a")
     assert _beat(manager, "a", 5, set()).error == ErrorCode.FENCED_MEMBER_EPOCH

@@ -159,7 +159,8 @@ class ConsumerGroupManager:
                 raise invalid("TopicPartitions must be empty when (re-)joining.")
             if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
                 raise invalid(
-                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when "
+                    "(re-)joining."
                 )
         elif req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             if req.instance_id is None:
@@ -184,9 +185,7 @@ class ConsumerGroupManager:
     def _leave(self, req: HeartbeatRequest) -> HeartbeatResult:
         group = self._groups.get(req.group_id)
         if group is None:
-            raise HeartbeatError(
-                ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found."
-            )
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
         member = group.members.get(req.member_id)
         if member is None:
             raise HeartbeatError(
@@ -239,12 +238,8 @@ class ConsumerGroupManager:
                 )
             member = ConsumerGroupMember(req.member_id or str(uuid.uuid4()))
             group.members[member.member_id] = member
-        else:
-            # A known member joining again starts from nothing.
-            group.release(member)
-            member.assigned = member.pending_revocation = {}
-            member.member_epoch = 0
-            member.state = MemberState.STABLE
+        # A known member sending epoch 0 again is answered as a full heartbeat (as Kafka
+        # does): it keeps its epoch and assignment.
         return member
 
     @staticmethod
@@ -276,8 +271,7 @@ class ConsumerGroupManager:
         if group is None:
             if req.member_epoch != 0:
                 raise HeartbeatError(
-                    ErrorCode.UNKNOWN_MEMBER_ID,
-                    f"Member {req.member_id} is not a member of group {req.group_id}.",
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {req.group_id} not found."
                 )
             group = self._groups[req.group_id] = ConsumerGroup(req.group_id)
         created = group.group_epoch == 0 and not group.members
