@@ -162,6 +162,7 @@ def test_an_offset_fetch_with_a_stale_member_epoch_is_refused(broker: BrokerProc
     consumer.close()
 
 
+@pytest.mark.slow
 def test_a_broker_restart_keeps_the_group_and_its_member_epoch(tmp_path: Path) -> None:
     broker = start_broker(tmp_path / "data", OVERRIDES)
     try:
@@ -177,5 +178,30 @@ def test_a_broker_restart_keeps_the_group_and_its_member_epoch(tmp_path: Path) -
         assert (after.error_code, after.group_state) == (0, "Empty")
         assert after.group_epoch == before.group_epoch + 1  # the leave
         assert after.assignment_epoch == before.assignment_epoch
+    finally:
+        broker.stop()
+
+
+def test_a_member_heartbeats_on_after_a_broker_restart_without_rejoining(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path / "data", OVERRIDES)
+    try:
+        _topic(broker.bootstrap, "kip848-live", 2, 0)
+        joined = exchange(broker.bootstrap, CONSUMER_GROUP_HEARTBEAT, 1, {
+            "group_id": "g-live", "member_id": "live-member", "member_epoch": 0,
+            "rebalance_timeout": 30_000, "subscribed_topic_names": ["kip848-live"],
+            "topic_partitions": [],
+        })  # fmt: skip
+        assert (joined.error_code, joined.member_epoch) == (0, 1)
+        port = int(broker.bootstrap.rsplit(":", 1)[1])
+        broker.stop()
+        broker = start_broker(tmp_path / "data", OVERRIDES, port=port)
+        beat = exchange(broker.bootstrap, CONSUMER_GROUP_HEARTBEAT, 1, {
+            "group_id": "g-live", "member_id": "live-member", "member_epoch": 1,
+            "topic_partitions": None,
+        })  # fmt: skip
+        assert beat.error_code == 0
+        [member] = _describe(broker.bootstrap, "g-live").members
+        assert member.member_id == "live-member"
+        assert sorted(member.assignment.topic_partitions[0].partitions) == [0, 1]
     finally:
         broker.stop()
