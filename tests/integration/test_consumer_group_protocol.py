@@ -144,6 +144,25 @@ def test_a_member_that_stops_heartbeating_loses_its_partitions_when_its_session_
     survivor.close()
 
 
+def test_a_regex_subscription_gets_the_matching_topics_and_a_topic_created_later(
+    broker: BrokerProcess,
+) -> None:
+    _topic(broker.bootstrap, "kip848-re-a", 1, 0)
+    _topic(broker.bootstrap, "kip848-other", 1, 0)
+    consumer = _consumer(broker.bootstrap, "g-regex", "^kip848-re-.*")
+
+    def topics() -> set[str]:
+        consumer.poll(0.1)
+        return {tp.topic for tp in consumer.assignment()}
+
+    _wait(lambda: topics() == {"kip848-re-a"}, "the matching topic")
+    [member] = _describe(broker.bootstrap, "g-regex").members
+    assert member.subscribed_topic_regex == "(^kip848-re-.*)"  # as librdkafka sends it
+    _topic(broker.bootstrap, "kip848-re-b", 1, 0)
+    _wait(lambda: topics() == {"kip848-re-a", "kip848-re-b"}, "the topic created later")
+    consumer.close()
+
+
 def test_an_offset_fetch_with_a_stale_member_epoch_is_refused(broker: BrokerProcess) -> None:
     _topic(broker.bootstrap, "kip848-stale", 1, 0)
     consumer = _consumer(broker.bootstrap, "g-stale", "kip848-stale")

@@ -196,3 +196,25 @@ def test_a_new_partition_of_a_subscribed_topic_bumps_the_group_epoch(
         TOPICS["t"] = (T, 4)
     assert result.member_epoch == 2
     assert result.assignment == {T: frozenset({0, 1, 2, 3, 4})}
+
+
+def test_a_regex_subscription_gets_the_partitions_of_every_matching_topic(
+    manager: ConsumerGroupManager,
+) -> None:
+    other = uuid.UUID(int=12)
+    found = {"t": (T, 4), "t-2": (other, 1), "x": (uuid.UUID(int=13), 1)}
+    result = manager.heartbeat(
+        HeartbeatRequest(
+            "g", "a", 0, rebalance_timeout_ms=30_000, subscribed_topic_regex="t.*", owned={}
+        ),
+        found.get,
+        lambda: list(found),
+    )
+    assert result.assignment == {T: frozenset({0, 1, 2, 3}), other: frozenset({0})}
+
+
+def test_a_regex_re2_cannot_compile_is_invalid_regular_expression(
+    manager: ConsumerGroupManager,
+) -> None:
+    result = _join(manager, "a", subscribed_topic_regex="(?<=a)b")
+    assert result.error == ErrorCode.INVALID_REGULAR_EXPRESSION

@@ -7,10 +7,17 @@ ids and back from the metadata cache, and the authorizer's checks — READ on th
 for a heartbeat (and DESCRIBE on each subscribed topic, else TOPIC_AUTHORIZATION_FAILED),
 DESCRIBE on the group for a describe (GROUP_AUTHORIZATION_FAILED when refused).
 
-Deviations: ``SubscribedTopicRegex`` is answered INVALID_REGULAR_EXPRESSION (no RE2
-matching yet); assignors ignore rack ids; a classic group is not converted to a
-consumer group while it has members (GROUP_ID_NOT_FOUND, as Kafka answers under
-``group.consumer.migration.policy=disabled``).
+``SubscribedTopicRegex`` is matched with RE2 (:mod:`~samsa.coordinator.group.topic_regex`)
+against every non-internal topic at each heartbeat of the group.
+
+Deviations: assignors ignore rack ids; the target assignment is computed within the
+heartbeat that changed the group (Kafka 4.3 may answer a few heartbeats later); a
+regex's topics are not filtered by the member's DESCRIBE rights nor kept in
+ConsumerGroupRegularExpression records; a classic group is not converted to a consumer
+group while it has members (GROUP_ID_NOT_FOUND, as Kafka answers under
+``group.consumer.migration.policy=disabled``), and a classic JoinGroup to a consumer
+group with members is INCONSISTENT_GROUP_PROTOCOL (Kafka 4.3 lets classic members
+join it).
 """
 
 from __future__ import annotations
@@ -110,6 +117,7 @@ def register(
                 client_host=client_host.get(),
             ),
             topic_lookup,
+            lambda: [name for name, info in metadata.topics().items() if not info.is_internal],
         )
         assignment = None
         if result.assignment is not None:

@@ -75,6 +75,8 @@ class ConsumerGroup:
         self.subscribed_topics: dict[str, tuple[uuid.UUID, int]] = {}
         """Name → (id, partition count) of the subscribed topics, as of the last check."""
         self._partition_epochs: dict[tuple[uuid.UUID, int], int] = {}
+        self.regex_topics: dict[str, frozenset[str]] = {}
+        """The topics each subscribed regex of the members matches, as of the last check."""
         self.written: dict[bytes, bytes] = {}
         """The group's records as last written to the offsets topic (key → value)."""
 
@@ -135,11 +137,21 @@ class ConsumerGroup:
         return member
 
     # -- what the members subscribe to ------------------------------------------------------
+    def member_topics(self, member: ConsumerGroupMember) -> set[str]:
+        """The topics the member subscribes to: by name, and through its regex."""
+        names = set(member.subscribed_topic_names)
+        if member.subscribed_topic_regex:
+            names.update(self.regex_topics.get(member.subscribed_topic_regex, ()))
+        return names
+
     def subscribed_topic_names(self) -> set[str]:
         names: set[str] = set()
         for member in self.members.values():
-            names.update(member.subscribed_topic_names)
+            names.update(self.member_topics(member))
         return names
+
+    def subscribed_regexes(self) -> set[str]:
+        return {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
 
     def preferred_assignor(self, default: str) -> str:
         """The assignor most members ask for (ties: by name), else ``default``."""

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from samsa.coordinator.group import topic_regex
 from samsa.coordinator.group.assignors import ASSIGNORS, MemberSubscription
 from samsa.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupMember
 from samsa.coordinator.group.reconciliation import MemberState, Partitions, reconcile
@@ -129,12 +130,18 @@ class ConsumerGroupManager:
                 member.cancel_timers()
 
     # -- ConsumerGroupHeartbeat --------------------------------------------------------------
-    def heartbeat(self, req: HeartbeatRequest, topics: TopicLookup) -> HeartbeatResult:
+    def heartbeat(
+        self,
+        req: HeartbeatRequest,
+        topics: TopicLookup,
+        all_topics: Callable[[], Iterable[str]] = tuple,
+    ) -> HeartbeatResult:
+        """``all_topics``: every topic a regex may match (internal ones left out)."""
         try:
             self._validate(req)
             if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 return self._leave(req)
-            return self._heartbeat(req, topics)
+            return self._heartbeat(req, topics, all_topics)
         except HeartbeatError as exc:
             return HeartbeatResult(exc.error, exc.message)
 
@@ -168,9 +175,14 @@ class ConsumerGroupManager:
         elif req.member_epoch < LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             raise invalid(f"MemberEpoch {req.member_epoch} is invalid.")
         if req.subscribed_topic_regex:  # "" clears a regex (librdkafka sends it with names)
-            raise HeartbeatError(
-                ErrorCode.INVALID_REGULAR_EXPRESSION, "SubscribedTopicRegex is not supported yet."
-            )
+            try:
+                topic_regex.validate(req.subscribed_topic_regex)
+            except topic_regex.InvalidRegex as exc:
+                raise HeartbeatError(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular "
+                    f"expression: {exc}.",
+                ) from None
         if req.server_assignor is not None and req.server_assignor not in self._assignors():
             raise HeartbeatError(
                 ErrorCode.UNSUPPORTED_ASSIGNOR,
@@ -266,7 +278,9 @@ class ConsumerGroupManager:
             "abandon all its partitions and rejoin.",
         )
 
-    def _heartbeat(self, req: HeartbeatRequest, topics: TopicLookup) -> HeartbeatResult:
+    def _heartbeat(
+        self, req: HeartbeatRequest, topics: TopicLookup, all_topics: Callable[[], Iterable[str]]
+    ) -> HeartbeatResult:
         group = self._groups.get(req.group_id)
         if group is None:
             if req.member_epoch != 0:
@@ -290,6 +304,10 @@ class ConsumerGroupManager:
         )
         member.client_id = req.client_id or member.client_id
         member.client_host = req.client_host or member.client_host
+        regexes = group.subscribed_regexes()
+        if regexes or group.regex_topics:
+            names = list(all_topics())
+            group.regex_topics = {r: topic_regex.matching_topics(r, names) for r in regexes}
         changed_group |= self._refresh_topics(group, topics)
         if changed_group:
             group.group_epoch += 1
@@ -333,6 +351,10 @@ class ConsumerGroupManager:
             names = tuple(sorted(set(req.subscribed_topic_names)))
             changed |= names != member.subscribed_topic_names
             member.subscribed_topic_names = names
+        if req.subscribed_topic_regex is not None:
+            regex = req.subscribed_topic_regex or None
+            changed |= regex != member.subscribed_topic_regex
+            member.subscribed_topic_regex = regex
         if req.server_assignor is not None and req.server_assignor != member.server_assignor:
             member.server_assignor = req.server_assignor
             changed = True
@@ -358,7 +380,7 @@ class ConsumerGroupManager:
         by_name = group.subscribed_topics
         specs = {
             m.member_id: MemberSubscription(
-                frozenset(by_name[n][0] for n in m.subscribed_topic_names if n in by_name),
+                frozenset(by_name[n][0] for n in group.member_topics(m) if n in by_name),
                 group.target.get(m.member_id, {}),
                 m.rack_id,
             )

@@ -329,11 +329,14 @@ class GroupCoordinator:
             del changed[group_id]
 
     async def consumer_group_heartbeat(
-        self, req: HeartbeatRequest, topics: TopicLookup
+        self,
+        req: HeartbeatRequest,
+        topics: TopicLookup,
+        all_topics: Callable[[], Iterable[str]] = tuple,
     ) -> HeartbeatResult:
         """ConsumerGroupHeartbeat; a classic group of the same id with members refuses it.
         The answer waits for the group's changed records to be written."""
-        result = self._consumer_group_heartbeat(req, topics)
+        result = self._consumer_group_heartbeat(req, topics, all_topics)
         try:
             await self._write_consumer_groups()
         except Exception as exc:
@@ -342,7 +345,7 @@ class GroupCoordinator:
         return result
 
     def _consumer_group_heartbeat(
-        self, req: HeartbeatRequest, topics: TopicLookup
+        self, req: HeartbeatRequest, topics: TopicLookup, all_topics: Callable[[], Iterable[str]]
     ) -> HeartbeatResult:
         if error := self.coordinator_error(req.group_id):
             return HeartbeatResult(error)
@@ -357,7 +360,7 @@ class GroupCoordinator:
             )
         self._in_heartbeat = True
         try:
-            return self.consumer_groups.heartbeat(req, topics)
+            return self.consumer_groups.heartbeat(req, topics, all_topics)
         finally:
             self._in_heartbeat = False
 
