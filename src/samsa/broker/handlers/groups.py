@@ -36,6 +36,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED or TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -284,7 +285,21 @@ def register(
             found = coordinator.committed(group)
             found = {tp: v for tp, v in found.items() if authorize(DESCRIBE, TOPIC, tp.topic)}
         else:
-            wanted = [TopicPartition(t.name, i) for t in topics for i in t.partition_indexes]
+            wanted: list[TopicPartition] = []
+            for t in topics:
+                name = getattr(t, "name", None)
+                if name is None:  # v10 names topics by id
+                    found_topic = metadata_store.by_id(t.topic_id)
+                    if found_topic is None:
+                        by_topic[f"\0{t.topic_id}"] = [
+                            {"partition_index": i, "committed_offset": -1,
+                             "committed_leader_epoch": -1, "metadata": "",
+                             "error_code": ErrorCode.UNKNOWN_TOPIC_ID}
+                            for i in t.partition_indexes
+                        ]  # fmt: skip
+                        continue
+                    name = found_topic.name
+                wanted.extend(TopicPartition(name, i) for i in t.partition_indexes)
             refused = [tp for tp in wanted if not authorize(DESCRIBE, TOPIC, tp.topic)]
             found = coordinator.committed(group, [tp for tp in wanted if tp not in refused])
             for tp in refused:
@@ -305,9 +320,19 @@ def register(
             })  # fmt: skip
         return {
             "group_id": group,
-            "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+            "topics": [
+                {"name": name, "topic_id": topic_id_of(name), "partitions": parts}
+                for name, parts in by_topic.items()
+            ],
             "error_code": ErrorCode.NONE,
         }
+
+    def topic_id_of(name: str) -> uuid.UUID | None:
+        """OffsetFetch v10's topic id of ``name`` (an unknown id is kept as ``\\0<id>``)."""
+        if name.startswith("\0"):
+            return uuid.UUID(name[1:])
+        found = metadata_store.get(name)
+        return None if found is None else found.topic_id
 
     async def offset_fetch(header: RequestHeader, body: Any) -> Any:
         stable = getattr(body, "require_stable", False)
