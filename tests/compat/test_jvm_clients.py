@@ -37,6 +37,7 @@ CHECKS = {
     "consumer.group-range": None,
     "consumer.group-cooperative-sticky": None,
     "consumer.static-membership": None,
+    "consumer.group-protocol-consumer": None,
     "transactions.commit-abort-read-committed": None,
     "transactions.fenced-zombie": None,
     "transactions.send-offsets": None,

@@ -19,8 +19,6 @@ NOT_SERVED = {
     55: "DescribeQuorum: a KRaft quorum's; samsa's cluster is coordinated by ZooKeeper",
     57: "UpdateFeatures: samsa has no feature levels to finalize",
     64: "UnregisterBroker: KRaft's; a samsa broker's registration is an ephemeral znode",
-    68: "ConsumerGroupHeartbeat: the KIP-848 group protocol is not served yet",
-    69: "ConsumerGroupDescribe: the KIP-848 group protocol is not served yet",
     74: "ListConfigResources: client metrics (KIP-714) are not served yet",
     76: "ShareGroupHeartbeat: share groups (KIP-932) are not served yet",
     77: "ShareGroupDescribe: share groups (KIP-932) are not served yet",

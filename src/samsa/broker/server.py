@@ -52,6 +52,7 @@ from samsa.broker.replication.partition import Partition
 from samsa.broker.security.authorizer import Authorizer, parse_super_users
 from samsa.cluster.acl_store import LocalAclStore, ZkAclStore
 from samsa.cluster.local import LocalMetadataStore, new_cluster_id
+from samsa.coordinator.group.consumer_group_manager import ConsumerGroupConfig
 from samsa.coordinator.group.coordinator import OFFSETS_TOPIC, GroupConfig, GroupCoordinator
 from samsa.coordinator.transaction.coordinator import (
     TRANSACTION_STATE_TOPIC,
@@ -147,6 +148,12 @@ class Broker:
                 max_size=config["group.max.size"],
                 offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
                 retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
+            ),
+            consumer_config=ConsumerGroupConfig(
+                session_timeout_ms=config["group.consumer.session.timeout.ms"],
+                heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+                assignors=tuple(config["group.consumer.assignors"]),
+                max_size=config["group.consumer.max.size"],
             ),
         )
         self.txn_coordinator = TransactionCoordinator(

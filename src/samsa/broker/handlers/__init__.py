@@ -16,6 +16,7 @@ from samsa.broker.handlers import (
     client_quotas,
     cluster,
     configs,
+    consumer_groups,
     elections,
     fetch,
     groups,
@@ -136,6 +137,9 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
         metadata_store=s.metadata,
         topic_manager=s.topics,
         group_coordinator=s.group_coordinator,
+    )
+    consumer_groups.register(
+        registry, metadata=s.metadata, topic_manager=s.topics, group_coordinator=s.group_coordinator
     )
     transactions.register(
         registry,

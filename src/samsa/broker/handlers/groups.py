@@ -37,6 +37,7 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED or TOPIC_AUTHORIZATION_FAILED.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -265,22 +266,41 @@ def register(
                 requested,
                 metadata_max_bytes=metadata_max_bytes,
                 before_write=topic_manager.ensure_offsets_topic,
+                api_version=header.api_version,
             )
         for entry, code in zip(entries, codes, strict=True):
             entry["error_code"] = code
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    def fetch_group(group: str, topics: Any, require_stable: bool) -> dict[str, Any]:
+    def fetch_group(
+        group: str, topics: Any, require_stable: bool, member: tuple[str | None, int] = (None, -1)
+    ) -> dict[str, Any]:
         if not authorize(DESCRIBE, GROUP, group):
             return {"group_id": group, "topics": [], "error_code": GROUP_DENIED}
         if error := coordinator.coordinator_error(group):
+            return {"group_id": group, "topics": [], "error_code": error}
+        if error := coordinator.validate_offset_fetch(group, *member):
             return {"group_id": group, "topics": [], "error_code": error}
         by_topic: dict[str, list[dict[str, Any]]] = {}
         if topics is None:
             found = coordinator.committed(group)
             found = {tp: v for tp, v in found.items() if authorize(DESCRIBE, TOPIC, tp.topic)}
         else:
-            wanted = [TopicPartition(t.name, i) for t in topics for i in t.partition_indexes]
+            wanted: list[TopicPartition] = []
+            for t in topics:
+                name = getattr(t, "name", None)
+                if name is None:  # v10 names topics by id
+                    found_topic = metadata_store.by_id(t.topic_id)
+                    if found_topic is None:
+                        by_topic[f"\0{t.topic_id}"] = [
+                            {"partition_index": i, "committed_offset": -1,
+                             "committed_leader_epoch": -1, "metadata": "",
+                             "error_code": ErrorCode.UNKNOWN_TOPIC_ID}
+                            for i in t.partition_indexes
+                        ]  # fmt: skip
+                        continue
+                    name = found_topic.name
+                wanted.extend(TopicPartition(name, i) for i in t.partition_indexes)
             refused = [tp for tp in wanted if not authorize(DESCRIBE, TOPIC, tp.topic)]
             found = coordinator.committed(group, [tp for tp in wanted if tp not in refused])
             for tp in refused:
@@ -301,14 +321,28 @@ def register(
             })  # fmt: skip
         return {
             "group_id": group,
-            "topics": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+            "topics": [
+                {"name": name, "topic_id": topic_id_of(name), "partitions": parts}
+                for name, parts in by_topic.items()
+            ],
             "error_code": ErrorCode.NONE,
         }
+
+    def topic_id_of(name: str) -> uuid.UUID | None:
+        """OffsetFetch v10's topic id of ``name`` (an unknown id is kept as ``\\0<id>``)."""
+        if name.startswith("\0"):
+            return uuid.UUID(name[1:])
+        found = metadata_store.get(name)
+        return None if found is None else found.topic_id
 
     async def offset_fetch(header: RequestHeader, body: Any) -> Any:
         stable = getattr(body, "require_stable", False)
         if header.api_version >= 8:
-            groups = [fetch_group(g.group_id, g.topics, stable) for g in body.groups]
+            groups = [
+                fetch_group(g.group_id, g.topics, stable,
+                            (getattr(g, "member_id", None), getattr(g, "member_epoch", -1)))
+                for g in body.groups
+            ]  # fmt: skip
             return respond(header, {"throttle_time": 0, "groups": groups})
         answer = fetch_group(body.group_id, body.topics, stable)
         answer.pop("group_id")
@@ -371,15 +405,15 @@ def register(
         types = {t.lower() for t in getattr(body, "types_filter", ())}
         groups = []
         every_group = authorize_cluster(DESCRIBE)
-        for group_id, protocol_type, state in coordinator.list_groups():
+        for group_id, protocol_type, state, group_type in coordinator.list_groups():
             if not every_group and not authorize(DESCRIBE, GROUP, group_id):
                 continue
             if states and state.lower() not in states:
                 continue
-            if types and "classic" not in types:
+            if types and group_type not in types:
                 continue
             groups.append({"group_id": group_id, "protocol_type": protocol_type,
-                           "group_state": state, "group_type": "classic"})  # fmt: skip
+                           "group_state": state, "group_type": group_type})  # fmt: skip
         return respond(header, {"throttle_time": 0, "error_code": ErrorCode.NONE, "groups": groups})
 
     async def delete_groups(header: RequestHeader, body: Any) -> Any:

@@ -18,6 +18,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from samsa.coordinator.group.consumer_group_records import (
+    CONSUMER_GROUP_RECORD_TYPES,
+    ConsumerGroupKey,
+    ConsumerGroupReplay,
+    decode_key,
+)
 from samsa.coordinator.group.group import Group, GroupState, Member
 from samsa.coordinator.group.records import (
     GROUP_METADATA_KEY_VERSION,
@@ -52,6 +58,8 @@ class LoadedGroups:
     offsets: OffsetsByGroup = field(default_factory=dict)
     pending: dict[int, OffsetsByGroup] = field(default_factory=dict)
     """Offsets of transactions still open at the end of their partition, by producer id."""
+    consumer_groups: ConsumerGroupReplay = field(default_factory=ConsumerGroupReplay)
+    """Groups of the consumer protocol (KIP-848), from their own record types."""
     skipped: int = 0
 
 
@@ -68,9 +76,18 @@ class _GroupRecord:
     value: GroupMetadataValue | None
 
 
-def _decode(key: bytes, value: bytes | None) -> _OffsetRecord | _GroupRecord:
+@dataclass(frozen=True, slots=True)
+class _ConsumerGroupRecord:
+    key: ConsumerGroupKey
+    value: bytes | None
+
+
+def _decode(key: bytes, value: bytes | None) -> _OffsetRecord | _GroupRecord | _ConsumerGroupRecord:
     """One record of the offsets topic; raises ``DecodeErrors`` on bytes it cannot read."""
-    if key_version(key) == GROUP_METADATA_KEY_VERSION:
+    version = key_version(key)
+    if version in CONSUMER_GROUP_RECORD_TYPES:
+        return _ConsumerGroupRecord(decode_key(key), value)
+    if version == GROUP_METADATA_KEY_VERSION:
         group = decode_group_metadata_key(key)
         return _GroupRecord(group, None if value is None else decode_group_metadata_value(value))
     offset_key = decode_offset_key(key)
@@ -103,6 +120,9 @@ class _PartitionReplay:
                     continue  # not a coordinator record; Kafka skips these too
                 try:
                     decoded = _decode(record.key, record.value)
+                    if isinstance(decoded, _ConsumerGroupRecord):
+                        self.state.consumer_groups.apply(decoded.key, decoded.value)
+                        continue
                 except DecodeErrors as exc:
                     self.skipped.skip(record.offset, exc)
                     continue

@@ -132,6 +132,7 @@ public final class ClientsCheck {
         checks.add("consumer.group-range", () -> run.consumerGroup("range"));
         checks.add("consumer.group-cooperative-sticky", () -> run.consumerGroup("cooperative-sticky"));
         checks.add("consumer.static-membership", run::staticMembership);
+        checks.add("consumer.group-protocol-consumer", run::consumerProtocolGroup);
         checks.add("transactions.commit-abort-read-committed", run::commitAndAbort);
         checks.add("transactions.fenced-zombie", run::fencedZombie);
         checks.add("transactions.send-offsets", run::sendOffsetsToTransaction);
@@ -355,6 +356,68 @@ public final class ClientsCheck {
         Map<TopicPartition, Long> committedOffsets = new HashMap<>();
         committed.forEach((p, o) -> committedOffsets.put(p, o.offset()));
         checkEqual(ends, committedOffsets, "committed offsets");
+    }
+
+    /** Two members of the KIP-848 protocol (group.protocol=consumer) share the topic's
+     * partitions, read every record, commit; the group is described as a consumer group. */
+    private void consumerProtocolGroup() throws Exception {
+        check(!sent.isEmpty(), "nothing to read: producer.idempotent failed");
+        String group = prefix + "-group-consumer-protocol";
+        Map<String, String> extra = Map.of(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "consumer",
+                ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "40");
+        Map<TopicPartition, Long> ends = new HashMap<>();
+        sent.forEach((p, records) -> ends.put(new TopicPartition(dataTopic, p), (long) records.size()));
+        Map<TopicPartition, Map<Long, ConsumerRecord<String, String>>> received = new HashMap<>();
+        try (KafkaConsumer<String, String> first = consumerProtocolMember(group, extra);
+                KafkaConsumer<String, String> second = consumerProtocolMember(group, extra)) {
+            List<KafkaConsumer<String, String>> members = List.of(first, second);
+            for (KafkaConsumer<String, String> member : members) {
+                member.subscribe(List.of(dataTopic));
+            }
+            long deadline = System.nanoTime() + TIMEOUT.toNanos();
+            while (!groupDone(members, ends, received)) {
+                check(System.nanoTime() < deadline, "the group did not settle and read all "
+                        + COUNT + " records; assignments " + first.assignment() + " / "
+                        + second.assignment() + ", received " + count(received));
+                for (KafkaConsumer<String, String> member : members) {
+                    for (ConsumerRecord<String, String> record : member.poll(Duration.ofMillis(100))) {
+                        received.computeIfAbsent(
+                                new TopicPartition(record.topic(), record.partition()),
+                                p -> new HashMap<>()).put(record.offset(), record);
+                    }
+                }
+            }
+            for (KafkaConsumer<String, String> member : members) {
+                member.commitSync(Duration.ofSeconds(WAIT_S));
+            }
+            ConsumerGroupDescription description =
+                    get(admin.describeConsumerGroups(List.of(group)).describedGroups().get(group));
+            checkEqual(org.apache.kafka.common.GroupType.CONSUMER, description.type(),
+                    "the group's type");
+            checkEqual(2, description.members().size(), "members");
+        }
+        Map<TopicPartition, OffsetAndMetadata> committed =
+                get(admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata());
+        Map<TopicPartition, Long> committedOffsets = new HashMap<>();
+        committed.forEach((p, o) -> committedOffsets.put(p, o.offset()));
+        checkEqual(ends, committedOffsets, "committed offsets");
+    }
+
+    /** A member of the consumer protocol: the session and heartbeat are the broker's, so
+     * the classic protocol's settings {@link #consumer} sets would be refused. */
+    private KafkaConsumer<String, String> consumerProtocolMember(String group,
+            Map<String, String> extra) {
+        Properties props = new Properties();
+        props.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        props.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        props.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        props.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        props.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        props.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        props.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        props.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        props.putAll(extra);
+        return new KafkaConsumer<>(props);
     }
 
     /** A static member (group.instance.id) closed and started again keeps its partitions. */
