@@ -54,13 +54,11 @@ from samsa.coordinator.group.coordinator import (
     PartitionOffset,
 )
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 READ, DELETE, DESCRIBE = AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE
@@ -391,14 +389,14 @@ def register(
             "results": [{"group_id": g, "error_code": code} for g, code in results.items()],
         })  # fmt: skip
 
-    registry.add(FIND_COORDINATOR, 0, 6, find_coordinator)
-    registry.add(JOIN_GROUP, 0, 9, join_group)
-    registry.add(SYNC_GROUP, 0, 5, sync_group)
-    registry.add(HEARTBEAT, 0, 4, heartbeat)
-    registry.add(LEAVE_GROUP, 0, 5, leave_group)
-    registry.add(OFFSET_COMMIT, 0, 10, offset_commit)
-    registry.add(OFFSET_FETCH, 0, 10, offset_fetch)
-    registry.add(OFFSET_DELETE, 0, 0, offset_delete)
-    registry.add(DESCRIBE_GROUPS, 0, 5, describe_groups)
-    registry.add(LIST_GROUPS, 0, 5, list_groups)
-    registry.add(DELETE_GROUPS, 0, 2, delete_groups)
+    registry.add(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator)
+    registry.add(ApiKey.JOIN_GROUP, 0, 9, join_group)
+    registry.add(ApiKey.SYNC_GROUP, 0, 5, sync_group)
+    registry.add(ApiKey.HEARTBEAT, 0, 4, heartbeat)
+    registry.add(ApiKey.LEAVE_GROUP, 0, 5, leave_group)
+    registry.add(ApiKey.OFFSET_COMMIT, 0, 10, offset_commit)
+    registry.add(ApiKey.OFFSET_FETCH, 0, 10, offset_fetch)
+    registry.add(ApiKey.OFFSET_DELETE, 0, 0, offset_delete)
+    registry.add(ApiKey.DESCRIBE_GROUPS, 0, 5, describe_groups)
+    registry.add(ApiKey.LIST_GROUPS, 0, 5, list_groups)
+    registry.add(ApiKey.DELETE_GROUPS, 0, 2, delete_groups)

@@ -23,10 +23,10 @@ from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.broker.security.authorizer import authorize
 from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-API_KEY = 2
 READ_COMMITTED = 1
 
 
@@ -61,4 +61,4 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
             topics.append({"name": topic.name, "partitions": partitions})
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    registry.add(API_KEY, 0, 11, handle)
+    registry.add(ApiKey.LIST_OFFSETS, 0, 11, handle)

@@ -32,12 +32,11 @@ from samsa.errors import (
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-CREATE_PARTITIONS = 37
-DELETE_RECORDS = 21
 MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
@@ -111,5 +110,5 @@ def register(
             topics_out.append({"name": topic.name, "partitions": partitions})
         return respond(header, {"throttle_time": 0, "topics": topics_out})
 
-    registry.add(CREATE_PARTITIONS, 0, 3, create_partitions)
-    registry.add(DELETE_RECORDS, 0, 2, delete_records)
+    registry.add(ApiKey.CREATE_PARTITIONS, 0, 3, create_partitions)
+    registry.add(ApiKey.DELETE_RECORDS, 0, 2, delete_records)

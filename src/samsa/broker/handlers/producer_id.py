@@ -26,10 +26,10 @@ from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize, authorize_any, authorize_cluster
 from samsa.coordinator.transaction.coordinator import TransactionCoordinator
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 
-API_KEY = 22
 MAX_EPOCH = 32767
 
 
@@ -68,7 +68,7 @@ def register(
              "producer_epoch": new_epoch},
         )  # fmt: skip
 
-    registry.add(API_KEY, 0, 5, handle)
+    registry.add(ApiKey.INIT_PRODUCER_ID, 0, 5, handle)
 
 
 def _refused(transactional_id: str | None) -> ErrorCode:

@@ -62,11 +62,10 @@ from samsa.coordinator.transaction.coordinator import (
     TransactionCoordinator,
 )
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
-DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 READ, WRITE, DESCRIBE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE
 TOPIC, GROUP, TRANSACTIONAL_ID = (
@@ -337,9 +336,9 @@ def register(
             return ErrorCode.GROUP_AUTHORIZATION_FAILED
         return ErrorCode.NONE
 
-    registry.add(ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn)
-    registry.add(ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn)
-    registry.add(END_TXN, 0, 5, end_txn)
-    registry.add(TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit)
-    registry.add(DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions)
-    registry.add(LIST_TRANSACTIONS, 0, 1, list_transactions)
+    registry.add(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn)
+    registry.add(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn)
+    registry.add(ApiKey.END_TXN, 0, 5, end_txn)
+    registry.add(ApiKey.TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit)
+    registry.add(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions)
+    registry.add(ApiKey.LIST_TRANSACTIONS, 0, 1, list_transactions)

@@ -69,13 +69,13 @@ from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.security.authorizer import Authorizer, current_authorizer
 from samsa.broker.security.sasl_authenticator import (
     PRE_AUTHENTICATION_APIS,
-    SASL_AUTHENTICATE,
     SaslAuthenticator,
     current_authenticator,
 )
 from samsa.broker.security.scram_credentials import ScramCredentials
 from samsa.broker.security.security_config import ListenerSecurity
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import (
     RequestDecodeError,
     decode_request,
@@ -599,7 +599,7 @@ class Connection(asyncio.BufferedProtocol):
         data = frame.data
         authenticator = self.authenticator
         if authenticator is not None and authenticator.raw_tokens:
-            timing.api_key, timing.api_version = SASL_AUTHENTICATE, 0  # a bare SASL token
+            timing.api_key, timing.api_version = ApiKey.SASL_AUTHENTICATE, 0  # a bare SASL token
             return await self._raw_sasl_token(authenticator, bytes(data))
         try:
             api_key, api_version, correlation_id = peek_header(data)

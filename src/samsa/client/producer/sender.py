@@ -34,13 +34,13 @@ from samsa.client.producer.transactions import (
     TxnState,
 )
 from samsa.errors import ErrorCode, KafkaError, SamsaError
+from samsa.protocol.api_keys import ApiKey
 
 __all__ = ["Sender"]
 
 log = logging.getLogger(__name__)
 
 PRODUCE = 0
-INIT_PRODUCER_ID = 22
 IDLE_POLL_S = 0.05
 _SEQUENCE_ERRORS = frozenset(
     {ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID}
@@ -196,7 +196,7 @@ class Sender:
                 await asyncio.sleep(self.cluster.retry_backoff.delay_ms(self._init_attempts) / 1000)
             response = await self.cluster.send(
                 None,
-                INIT_PRODUCER_ID,
+                ApiKey.INIT_PRODUCER_ID,
                 {
                     "transactional_id": None,
                     "transaction_timeout": self.transaction_timeout_ms,
