@@ -111,7 +111,6 @@ from samsa.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
-from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.fetch_response import (
     TOPIC_IDS_FROM,
@@ -127,6 +126,7 @@ log = logging.getLogger(__name__)
 
 _REFUSED_UNREAD = (TopicAuthorizationFailedError, UnknownTopicIdError, UnknownTopicOrPartitionError)
 
+API_KEY = 1
 TOPIC = ResourceType.TOPIC
 READ_COMMITTED = 1
 DOWN_CONVERT_FROM = 4
@@ -481,7 +481,7 @@ def register(
             else:
                 stats.bytes_out += sent
 
-    registry.add(ApiKey.FETCH, 0, 17, handle)
+    registry.add(API_KEY, 0, 17, handle)
 
 
 def _must_answer(c: CachedPartition, entry: FetchPartition) -> bool:
