@@ -159,7 +159,7 @@ def decode_legacy_request(legacy: LegacyVersion, body: bytes) -> Any:
     """The kio request (of ``legacy.kio_version``) that ``body`` (the bytes after the request
     header) carries; raises :class:`CorruptRecordError` when it does not fit the layout."""
     reader = WireReader(body, f"api key {legacy.api_key} v{legacy.version} request")
-    return build(legacy.request_class, _read(reader, legacy.request))
+    return build(legacy.request_class, _read(reader, legacy.request), older_fields=True)
 
 
 # -- writing ---------------------------------------------------------------------------

@@ -632,7 +632,6 @@ class ConsumerCoordinator:
                         "partition_index": p,
                         "committed_offset": offsets[TopicPartition(topic, p)].offset,
                         "committed_leader_epoch": offsets[TopicPartition(topic, p)].leader_epoch,
-                        "commit_timestamp": -1,
                         "committed_metadata": offsets[TopicPartition(topic, p)].metadata,
                     }
                     for p in partitions
@@ -645,7 +644,7 @@ class ConsumerCoordinator:
             "generation_id_or_member_epoch": generation.generation_id,
             "member_id": generation.member_id,
             "group_instance_id": self.instance_id if auto else None,
-            "retention_time_ms": -1,
+            "retention_time": -1,
             "topics": topics,
         }
 
