@@ -12,21 +12,28 @@ from the server, which imports them.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import logging
 import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from kio.index import load_response_schema
+from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.static.primitive import i32Timedelta
 
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.errors import ErrorCode, KafkaError, SamsaError
 from samsa.protocol.build import build
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.legacy import kio_version
+from samsa.protocol.versions import missing_fields, upgrade
+
+if TYPE_CHECKING:
+    from samsa.broker.network.registry import ApiRegistry
 
 Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
 """Takes the request header and kio body; returns a kio response, an encoded frame
@@ -110,3 +117,57 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
     if message != (whole := broker_message(exc)):
         _withheld_paths_log.log(logging.WARNING, "answering %s: %s", code.name, whole)
     return {"error_code": code, "error_message": message}
+
+
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+"""A response's ``throttle_time`` when the request was not throttled (request quotas
+rewrite it after the handler: see the connection)."""
+
+
+def kio_error(code: int) -> KioErrorCode:
+    """A Kafka error code as kio's responses carry it."""
+    return KioErrorCode(int(code))
+
+
+TypedHandler = Callable[[RequestHeader, Request], Awaitable[Response]]
+"""A handler written against one API's newest request and response classes."""
+
+
+def serve(
+    registry: ApiRegistry,
+    api_key: int,
+    *,
+    versions: tuple[int, int],
+    request_class: type[Request],
+    response_class: type[Response],
+    handler: TypedHandler[Request, Response],
+) -> None:
+    """Serve ``api_key`` at ``versions`` with a typed ``handler`` of the newest classes kio
+    has (``request_class``, ``response_class``): a request of an older version reaches it
+    up-converted, its response is written down to the version asked
+    (:mod:`samsa.protocol.versions`). The header still gives the version asked.
+
+    Raises ValueError when a served version has a field the newest lacks (the handler could
+    neither read nor answer it): such a version needs a conversion of its own.
+    """
+    newest = request_class.__version__  # type: ignore[attr-defined]
+    first, last = versions
+    for version in range(max(first, kio_version(api_key, first)), last + 1):
+        pairs: tuple[tuple[type, type], ...] = (
+            (load_request_schema(api_key, version), request_class),
+            (load_response_schema(api_key, version), response_class),
+        )
+        for old, new in pairs:
+            if missing := missing_fields(old, new):
+                raise ValueError(
+                    f"{old.__name__} v{version} has {', '.join(missing)}, which v{newest} "
+                    "lacks: a typed handler cannot serve it"
+                )
+
+    async def handle(header: RequestHeader, body: Any) -> Response:
+        return await handler(header, upgrade(body, request_class))
+
+    registry.add(api_key, first, last, handle)

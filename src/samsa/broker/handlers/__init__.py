@@ -19,6 +19,7 @@ from samsa.broker.handlers import (
     elections,
     fetch,
     groups,
+    join_group,
     leader_epochs,
     list_offsets,
     log_dirs,
@@ -137,6 +138,7 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
         topic_manager=s.topics,
         group_coordinator=s.group_coordinator,
     )
+    join_group.register(registry, s)
     transactions.register(
         registry,
         config=config,

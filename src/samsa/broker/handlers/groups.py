@@ -1,5 +1,6 @@
-"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups.
+"""Group APIs: FindCoordinator, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+OffsetDelete, DescribeGroups, ListGroups, DeleteGroups (JoinGroup and SyncGroup are typed
+handlers in :mod:`samsa.broker.handlers.join_group`).
 
 This broker coordinates every group. ``__consumer_offsets`` is created on the
 first FindCoordinator for a group, as Kafka creates it. The decisions live in
@@ -40,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import client_host, error_fields, respond
+from samsa.broker.api import error_fields, respond
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.metadata.topic_manager import TopicManager
@@ -49,13 +50,11 @@ from samsa.broker.security.authorized_operations import group_operations
 from samsa.broker.security.authorizer import authorize, authorize_cluster
 from samsa.coordinator.group.coordinator import (
     GroupCoordinator,
-    JoinRequest,
     OffsetCommitMember,
     PartitionOffset,
 )
 from samsa.errors import ErrorCode, KafkaError
 from samsa.protocol.api_keys import ApiKey
-from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
@@ -132,65 +131,7 @@ def register(
         answer.pop("key")
         return respond(header, {"throttle_time": 0, **answer})
 
-    # -- membership ------------------------------------------------------------------
-    async def join_group(header: RequestHeader, body: Any) -> Any:
-        if not authorize(READ, GROUP, body.group_id):
-            no_protocol = None if header.api_version >= 7 else ""
-            return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED,
-                                    "generation_id": -1, "protocol_name": no_protocol,
-                                    "leader": "", "member_id": "", "members": []})  # fmt: skip
-        await topic_manager.ensure_offsets_topic()
-        session_ms = duration_ms(body.session_timeout)
-        rebalance = getattr(body, "rebalance_timeout", None)
-        request = JoinRequest(
-            group_id=body.group_id,
-            member_id=body.member_id,
-            group_instance_id=getattr(body, "group_instance_id", None),
-            client_id=header.client_id or "",
-            client_host=client_host.get(),
-            session_timeout_ms=session_ms,
-            rebalance_timeout_ms=session_ms if rebalance is None else duration_ms(rebalance),
-            protocol_type=body.protocol_type,
-            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
-            require_known_member_id=header.api_version >= 4,
-            supports_skip_assignment=header.api_version >= 9,
-        )
-        result = await coordinator.join(request)
-        no_name = None if header.api_version >= 7 else ""
-        return respond(header, {
-            "throttle_time": 0,
-            "error_code": result.error,
-            "generation_id": result.generation,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name if result.protocol_name is not None else no_name,
-            "leader": result.leader,
-            "skip_assignment": result.skip_assignment,
-            "member_id": result.member_id,
-            "members": [{"member_id": member_id, "group_instance_id": instance, "metadata": meta}
-                        for member_id, instance, meta in result.members],
-        })  # fmt: skip
-
-    async def sync_group(header: RequestHeader, body: Any) -> Any:
-        if not authorize(READ, GROUP, body.group_id):
-            return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED,
-                                    "assignment": b""})  # fmt: skip
-        result = await coordinator.sync(
-            body.group_id,
-            body.generation_id,
-            body.member_id,
-            group_instance_id=getattr(body, "group_instance_id", None),
-            protocol_type=getattr(body, "protocol_type", None),
-            protocol_name=getattr(body, "protocol_name", None),
-            assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
-        )
-        return respond(header, {
-            "throttle_time": 0,
-            "error_code": result.error,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name,
-            "assignment": result.assignment,
-        })  # fmt: skip
-
+    # -- membership (JoinGroup and SyncGroup: handlers/join_group.py) ------------------
     async def heartbeat(header: RequestHeader, body: Any) -> Any:
         if not authorize(READ, GROUP, body.group_id):
             return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED})
@@ -390,8 +331,6 @@ def register(
         })  # fmt: skip
 
     registry.add(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator)
-    registry.add(ApiKey.JOIN_GROUP, 0, 9, join_group)
-    registry.add(ApiKey.SYNC_GROUP, 0, 5, sync_group)
     registry.add(ApiKey.HEARTBEAT, 0, 4, heartbeat)
     registry.add(ApiKey.LEAVE_GROUP, 0, 5, leave_group)
     registry.add(ApiKey.OFFSET_COMMIT, 0, 10, offset_commit)
