@@ -16,9 +16,12 @@ from samsa.broker.handlers import (
     client_quotas,
     cluster,
     configs,
+    delete_groups,
+    describe_groups,
     elections,
     fetch,
     groups,
+    heartbeat,
     join_group,
     leader_epochs,
     list_offsets,
@@ -139,6 +142,9 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
         group_coordinator=s.group_coordinator,
     )
     join_group.register(registry, s)
+    heartbeat.register(registry, s)
+    describe_groups.register(registry, s)
+    delete_groups.register(registry, s)
     transactions.register(
         registry,
         config=config,

@@ -1,6 +1,11 @@
-"""Group APIs: FindCoordinator, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-OffsetDelete, DescribeGroups, ListGroups, DeleteGroups (JoinGroup and SyncGroup are typed
-handlers in :mod:`samsa.broker.handlers.join_group`).
+"""Group APIs: FindCoordinator, LeaveGroup, OffsetCommit, OffsetFetch. The others are
+typed handlers of their own modules: JoinGroup and SyncGroup
+(:mod:`~samsa.broker.handlers.join_group`), Heartbeat
+(:mod:`~samsa.broker.handlers.heartbeat`), DescribeGroups and ListGroups
+(:mod:`~samsa.broker.handlers.describe_groups`), DeleteGroups and OffsetDelete
+(:mod:`~samsa.broker.handlers.delete_groups`). These four keep versions whose fields
+the newest lacks (FindCoordinator v0–3's one key, LeaveGroup v0–2's one member,
+OffsetFetch v0–7's one group, OffsetCommit's topic names before v10).
 
 This broker coordinates every group. ``__consumer_offsets`` is created on the
 first FindCoordinator for a group, as Kafka creates it. The decisions live in
@@ -46,8 +51,7 @@ from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.metadata.topic_manager import TopicManager
 from samsa.broker.network.registry import ApiRegistry
-from samsa.broker.security.authorized_operations import group_operations
-from samsa.broker.security.authorizer import authorize, authorize_cluster
+from samsa.broker.security.authorizer import authorize
 from samsa.coordinator.group.coordinator import (
     GroupCoordinator,
     OffsetCommitMember,
@@ -132,17 +136,6 @@ def register(
         return respond(header, {"throttle_time": 0, **answer})
 
     # -- membership (JoinGroup and SyncGroup: handlers/join_group.py) ------------------
-    async def heartbeat(header: RequestHeader, body: Any) -> Any:
-        if not authorize(READ, GROUP, body.group_id):
-            return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED})
-        error = coordinator.heartbeat(
-            body.group_id,
-            body.generation_id,
-            body.member_id,
-            getattr(body, "group_instance_id", None),
-        )
-        return respond(header, {"throttle_time": 0, "error_code": error})
-
     async def leave_group(header: RequestHeader, body: Any) -> Any:
         if not authorize(READ, GROUP, body.group_id):
             return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED, "members": []})
@@ -252,90 +245,7 @@ def register(
         answer.pop("group_id")
         return respond(header, {"throttle_time": 0, **answer})
 
-    async def offset_delete(header: RequestHeader, body: Any) -> Any:
-        if not authorize(DELETE, GROUP, body.group_id):
-            return respond(header, {"error_code": GROUP_DENIED, "throttle_time": 0, "topics": []})
-        wanted = [TopicPartition(t.name, p.partition_index) for t in body.topics
-                  for p in t.partitions]  # fmt: skip
-        refused = {tp for tp in wanted if not authorize(READ, TOPIC, tp.topic)}
-        top, codes = await coordinator.delete_offsets(
-            body.group_id, [tp for tp in wanted if tp not in refused]
-        )
-        codes = {**codes, **dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
-        topics: dict[str, list[dict[str, Any]]] = {}
-        if top == ErrorCode.NONE:
-            for tp in wanted:
-                topics.setdefault(tp.topic, []).append(
-                    {"partition_index": tp.partition, "error_code": codes.get(tp, ErrorCode.NONE)}
-                )
-        return respond(header, {
-            "error_code": top,
-            "throttle_time": 0,
-            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-        })  # fmt: skip
-
-    # -- group admin -----------------------------------------------------------------
-    async def describe_groups(header: RequestHeader, body: Any) -> Any:
-        include_ops = getattr(body, "include_authorized_operations", False)
-        described = []
-        for group_id in body.groups:
-            if not authorize(DESCRIBE, GROUP, group_id):
-                described.append({"error_code": GROUP_DENIED, "group_id": group_id,
-                                  "group_state": "", "protocol_type": "", "protocol_data": "",
-                                  "members": [], "authorized_operations": -(2**31)})  # fmt: skip
-                continue
-            d = coordinator.describe(group_id)
-            error = coordinator.coordinator_error(group_id)
-            described.append({
-                "error_code": ErrorCode.INVALID_GROUP_ID if not group_id else error,
-                "group_id": group_id,
-                "group_state": d.state,
-                "protocol_type": d.protocol_type,
-                "protocol_data": d.protocol,
-                "members": [{
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "member_metadata": m.metadata,
-                    "member_assignment": m.assignment,
-                } for m in d.members],
-                "authorized_operations": group_operations(include_ops, group_id),
-            })  # fmt: skip
-        return respond(header, {"throttle_time": 0, "groups": described})
-
-    async def list_groups(header: RequestHeader, body: Any) -> Any:
-        states = {s.lower() for s in getattr(body, "states_filter", ())}
-        types = {t.lower() for t in getattr(body, "types_filter", ())}
-        groups = []
-        every_group = authorize_cluster(DESCRIBE)
-        for group_id, protocol_type, state in coordinator.list_groups():
-            if not every_group and not authorize(DESCRIBE, GROUP, group_id):
-                continue
-            if states and state.lower() not in states:
-                continue
-            if types and "classic" not in types:
-                continue
-            groups.append({"group_id": group_id, "protocol_type": protocol_type,
-                           "group_state": state, "group_type": "classic"})  # fmt: skip
-        return respond(header, {"throttle_time": 0, "error_code": ErrorCode.NONE, "groups": groups})
-
-    async def delete_groups(header: RequestHeader, body: Any) -> Any:
-        names = list(body.groups_names)
-        refused = {g for g in names if not authorize(DELETE, GROUP, g)}
-        results = await coordinator.delete_groups([g for g in names if g not in refused])
-        results.update(dict.fromkeys(refused, GROUP_DENIED))
-        return respond(header, {
-            "throttle_time": 0,
-            "results": [{"group_id": g, "error_code": code} for g, code in results.items()],
-        })  # fmt: skip
-
     registry.add(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator)
-    registry.add(ApiKey.HEARTBEAT, 0, 4, heartbeat)
     registry.add(ApiKey.LEAVE_GROUP, 0, 5, leave_group)
     registry.add(ApiKey.OFFSET_COMMIT, 0, 10, offset_commit)
     registry.add(ApiKey.OFFSET_FETCH, 0, 10, offset_fetch)
-    registry.add(ApiKey.OFFSET_DELETE, 0, 0, offset_delete)
-    registry.add(ApiKey.DESCRIBE_GROUPS, 0, 5, describe_groups)
-    registry.add(ApiKey.LIST_GROUPS, 0, 5, list_groups)
-    registry.add(ApiKey.DELETE_GROUPS, 0, 2, delete_groups)
