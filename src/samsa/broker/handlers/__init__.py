@@ -18,7 +18,9 @@ from samsa.broker.handlers import (
     configs,
     delete_groups,
     describe_groups,
+    describe_transactions,
     elections,
+    end_txn,
     fetch,
     groups,
     heartbeat,
@@ -145,6 +147,8 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     heartbeat.register(registry, s)
     describe_groups.register(registry, s)
     delete_groups.register(registry, s)
+    end_txn.register(registry, s)
+    describe_transactions.register(registry, s)
     transactions.register(
         registry,
         config=config,
