@@ -49,11 +49,11 @@ def test_a_field_only_old_versions_have_is_listed_as_missing() -> None:
 
 
 def test_serve_refuses_versions_the_newest_classes_cannot_express() -> None:
-    async def handler(header: RequestHeader, request: Any) -> Any:
+    async def handler(services: None, header: RequestHeader, request: Any) -> Any:
         raise AssertionError("not called")
 
     with pytest.raises(ValueError, match="key"):
         serve(ApiRegistry(), ApiKey.FIND_COORDINATOR, versions=(0, 6),
               request_class=FindCoordinatorRequest, response_class=FindCoordinatorResponse,
-              handler=handler)  # fmt: skip
+              handler=handler, services=None)  # fmt: skip
     assert load_response_schema(ApiKey.FIND_COORDINATOR, 0)

@@ -119,9 +119,6 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
     return {"error_code": code, "error_message": message}
 
 
-Request = TypeVar("Request")
-Response = TypeVar("Response")
-
 NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
 """A response's ``throttle_time`` when the request was not throttled (request quotas
 rewrite it after the handler: see the connection)."""
@@ -132,8 +129,14 @@ def kio_error(code: int) -> KioErrorCode:
     return KioErrorCode(int(code))
 
 
-TypedHandler = Callable[[RequestHeader, Request], Awaitable[Response]]
-"""A handler written against one API's newest request and response classes."""
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+Services = TypeVar("Services")
+
+TypedHandler = Callable[[Services, RequestHeader, Request], Awaitable[Response]]
+"""A handler written against one API's newest request and response classes: it is given
+the services it uses (a Protocol of its module: a test passes its own), the request
+header (whose version is the one asked) and the request."""
 
 
 def serve(
@@ -143,12 +146,13 @@ def serve(
     versions: tuple[int, int],
     request_class: type[Request],
     response_class: type[Response],
-    handler: TypedHandler[Request, Response],
+    handler: TypedHandler[Services, Request, Response],
+    services: Services,
 ) -> None:
     """Serve ``api_key`` at ``versions`` with a typed ``handler`` of the newest classes kio
-    has (``request_class``, ``response_class``): a request of an older version reaches it
-    up-converted, its response is written down to the version asked
-    (:mod:`samsa.protocol.versions`). The header still gives the version asked.
+    has (``request_class``, ``response_class``), called with ``services``: a request of an
+    older version reaches it up-converted, its response is written down to the version
+    asked (:mod:`samsa.protocol.versions`).
 
     Raises ValueError when a served version has a field the newest lacks (the handler could
     neither read nor answer it): such a version needs a conversion of its own.
@@ -168,6 +172,6 @@ def serve(
                 )
 
     async def handle(header: RequestHeader, body: Any) -> Response:
-        return await handler(header, upgrade(body, request_class))
+        return await handler(services, header, upgrade(body, request_class))
 
     registry.add(api_key, first, last, handle)

@@ -1,5 +1,5 @@
-"""AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions handlers called
-directly, without a socket: a real transaction coordinator whose state goes to real
+"""AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions
+handlers called directly, without a socket: a real transaction coordinator whose state goes to real
 ``__transaction_state`` logs in a tmp dir, markers taken as written."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class Broker:
         self.tmp = tmp
         self.logs: dict[TopicPartition, Log] = {}
         self.markers: list[tuple[TopicPartition, int, bool]] = []
-        clock = ManualClock()
+        self.clock = clock = ManualClock()
         self.next_producer_id = 1000
         self.txn_coordinator = TransactionCoordinator(
             3, self._append, clock, self._write_marker, self._allocate, timer=ManualTimer(clock)
@@ -157,3 +157,21 @@ def test_an_ongoing_transaction_is_described_and_listed(tmp_path: Path) -> None:
         ("nobody", KioErrorCode.transactional_id_not_found, "", 0),
     ]
     assert listed == [("txn", 1001, "Ongoing")]
+
+
+def test_a_transaction_is_described_with_its_start_time_to_the_millisecond(
+    tmp_path: Path,
+) -> None:
+    async def scenario(broker: Broker) -> tuple[int, int]:
+        broker.clock.advance(371)
+        await broker.ongoing()
+        described = await describe_transactions(
+            broker, header(ApiKey.DESCRIBE_TRANSACTIONS, 0),
+            DescribeTransactionsRequest(transactional_ids=(TXN,)),
+        )  # fmt: skip
+        answer = on_the_wire(ApiKey.DESCRIBE_TRANSACTIONS, 0, described)
+        [state] = answer.transaction_states
+        return round(state.transaction_start_time.timestamp() * 1000), broker.clock()
+
+    started, now = run(scenario, tmp_path)
+    assert started == now

@@ -84,15 +84,21 @@ async def offset_delete(
 
 
 def register(registry: ApiRegistry, broker: GroupServices) -> None:
-    async def groups(header: RequestHeader, r: DeleteGroupsRequest) -> DeleteGroupsResponse:
-        return await delete_groups(broker, header, r)
-
-    async def offsets(header: RequestHeader, r: OffsetDeleteRequest) -> OffsetDeleteResponse:
-        return await offset_delete(broker, header, r)
-
-    serve(registry, ApiKey.DELETE_GROUPS, versions=DELETE_GROUPS_VERSIONS,
-          request_class=DeleteGroupsRequest, response_class=DeleteGroupsResponse,
-          handler=groups)  # fmt: skip
-    serve(registry, ApiKey.OFFSET_DELETE, versions=OFFSET_DELETE_VERSIONS,
-          request_class=OffsetDeleteRequest, response_class=OffsetDeleteResponse,
-          handler=offsets)  # fmt: skip
+    serve(
+        registry,
+        ApiKey.DELETE_GROUPS,
+        versions=DELETE_GROUPS_VERSIONS,
+        request_class=DeleteGroupsRequest,
+        response_class=DeleteGroupsResponse,
+        handler=delete_groups,
+        services=broker,
+    )
+    serve(
+        registry,
+        ApiKey.OFFSET_DELETE,
+        versions=OFFSET_DELETE_VERSIONS,
+        request_class=OffsetDeleteRequest,
+        response_class=OffsetDeleteResponse,
+        handler=offset_delete,
+        services=broker,
+    )

@@ -99,15 +99,21 @@ async def list_groups(
 
 
 def register(registry: ApiRegistry, broker: GroupServices) -> None:
-    async def describe(header: RequestHeader, r: DescribeGroupsRequest) -> DescribeGroupsResponse:
-        return await describe_groups(broker, header, r)
-
-    async def listing(header: RequestHeader, r: ListGroupsRequest) -> ListGroupsResponse:
-        return await list_groups(broker, header, r)
-
-    serve(registry, ApiKey.DESCRIBE_GROUPS, versions=DESCRIBE_GROUPS_VERSIONS,
-          request_class=DescribeGroupsRequest, response_class=DescribeGroupsResponse,
-          handler=describe)  # fmt: skip
-    serve(registry, ApiKey.LIST_GROUPS, versions=LIST_GROUPS_VERSIONS,
-          request_class=ListGroupsRequest, response_class=ListGroupsResponse,
-          handler=listing)  # fmt: skip
+    serve(
+        registry,
+        ApiKey.DESCRIBE_GROUPS,
+        versions=DESCRIBE_GROUPS_VERSIONS,
+        request_class=DescribeGroupsRequest,
+        response_class=DescribeGroupsResponse,
+        handler=describe_groups,
+        services=broker,
+    )
+    serve(
+        registry,
+        ApiKey.LIST_GROUPS,
+        versions=LIST_GROUPS_VERSIONS,
+        request_class=ListGroupsRequest,
+        response_class=ListGroupsResponse,
+        handler=list_groups,
+        services=broker,
+    )

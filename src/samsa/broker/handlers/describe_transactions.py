@@ -14,6 +14,7 @@ DESCRIBE; ListTransactions lists the ids the caller may DESCRIBE.
 from __future__ import annotations
 
 import datetime
+from typing import cast
 
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.describe_transactions.v0.response import (
@@ -44,8 +45,12 @@ TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
 
 
 def _instant(timestamp_ms: int) -> TZAware:
-    """A timestamp field that must be on the wire even when it is -1 (no transaction yet)."""
-    return TZAware.parse(datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC))
+    """A timestamp field that must be on the wire even when it is -1 (no transaction yet).
+
+    kio types the field as whole seconds from the epoch on, and its writer sends
+    milliseconds: a start time keeps its milliseconds and -1 stays -1, as Kafka sends them
+    (the cast tells mypy what the writer accepts, not what ``TZAware`` checks)."""
+    return cast(TZAware, datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC))
 
 
 def _failed(transactional_id: str, error: ErrorCode) -> TransactionState:
@@ -113,19 +118,21 @@ async def list_transactions(
 
 
 def register(registry: ApiRegistry, broker: TxnServices) -> None:
-    async def describe(
-        header: RequestHeader, r: DescribeTransactionsRequest
-    ) -> DescribeTransactionsResponse:
-        return await describe_transactions(broker, header, r)
-
-    async def listing(
-        header: RequestHeader, r: ListTransactionsRequest
-    ) -> ListTransactionsResponse:
-        return await list_transactions(broker, header, r)
-
-    serve(registry, ApiKey.DESCRIBE_TRANSACTIONS, versions=DESCRIBE_TRANSACTIONS_VERSIONS,
-          request_class=DescribeTransactionsRequest, response_class=DescribeTransactionsResponse,
-          handler=describe)  # fmt: skip
-    serve(registry, ApiKey.LIST_TRANSACTIONS, versions=LIST_TRANSACTIONS_VERSIONS,
-          request_class=ListTransactionsRequest, response_class=ListTransactionsResponse,
-          handler=listing)  # fmt: skip
+    serve(
+        registry,
+        ApiKey.DESCRIBE_TRANSACTIONS,
+        versions=DESCRIBE_TRANSACTIONS_VERSIONS,
+        request_class=DescribeTransactionsRequest,
+        response_class=DescribeTransactionsResponse,
+        handler=describe_transactions,
+        services=broker,
+    )
+    serve(
+        registry,
+        ApiKey.LIST_TRANSACTIONS,
+        versions=LIST_TRANSACTIONS_VERSIONS,
+        request_class=ListTransactionsRequest,
+        response_class=ListTransactionsResponse,
+        handler=list_transactions,
+        services=broker,
+    )

@@ -70,14 +70,21 @@ async def end_txn(
 
 
 def register(registry: ApiRegistry, broker: TxnServices) -> None:
-    async def offsets(header: RequestHeader, r: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
-        return await add_offsets_to_txn(broker, header, r)
-
-    async def end(header: RequestHeader, r: EndTxnRequest) -> EndTxnResponse:
-        return await end_txn(broker, header, r)
-
-    serve(registry, ApiKey.ADD_OFFSETS_TO_TXN, versions=ADD_OFFSETS_TO_TXN_VERSIONS,
-          request_class=AddOffsetsToTxnRequest, response_class=AddOffsetsToTxnResponse,
-          handler=offsets)  # fmt: skip
-    serve(registry, ApiKey.END_TXN, versions=END_TXN_VERSIONS, request_class=EndTxnRequest,
-          response_class=EndTxnResponse, handler=end)  # fmt: skip
+    serve(
+        registry,
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        versions=ADD_OFFSETS_TO_TXN_VERSIONS,
+        request_class=AddOffsetsToTxnRequest,
+        response_class=AddOffsetsToTxnResponse,
+        handler=add_offsets_to_txn,
+        services=broker,
+    )
+    serve(
+        registry,
+        ApiKey.END_TXN,
+        versions=END_TXN_VERSIONS,
+        request_class=EndTxnRequest,
+        response_class=EndTxnResponse,
+        handler=end_txn,
+        services=broker,
+    )

@@ -36,8 +36,12 @@ async def heartbeat(
 
 
 def register(registry: ApiRegistry, broker: GroupServices) -> None:
-    async def handle(header: RequestHeader, request: HeartbeatRequest) -> HeartbeatResponse:
-        return await heartbeat(broker, header, request)
-
-    serve(registry, ApiKey.HEARTBEAT, versions=VERSIONS, request_class=HeartbeatRequest,
-          response_class=HeartbeatResponse, handler=handle)  # fmt: skip
+    serve(
+        registry,
+        ApiKey.HEARTBEAT,
+        versions=VERSIONS,
+        request_class=HeartbeatRequest,
+        response_class=HeartbeatResponse,
+        handler=heartbeat,
+        services=broker,
+    )

@@ -113,19 +113,14 @@ async def sync_group(
 
 
 def register(registry: ApiRegistry, broker: GroupServices) -> None:
-    async def join(header: RequestHeader, request: JoinGroupRequest) -> JoinGroupResponse:
-        return await join_group(broker, header, request)
-
-    async def sync(header: RequestHeader, request: SyncGroupRequest) -> SyncGroupResponse:
-        return await sync_group(broker, header, request)
-
     serve(
         registry,
         ApiKey.JOIN_GROUP,
         versions=JOIN_GROUP_VERSIONS,
         request_class=JoinGroupRequest,
         response_class=JoinGroupResponse,
-        handler=join,
+        handler=join_group,
+        services=broker,
     )
     serve(
         registry,
@@ -133,5 +128,6 @@ def register(registry: ApiRegistry, broker: GroupServices) -> None:
         versions=SYNC_GROUP_VERSIONS,
         request_class=SyncGroupRequest,
         response_class=SyncGroupResponse,
-        handler=sync,
+        handler=sync_group,
+        services=broker,
     )
