@@ -1,26 +1,32 @@
-"""AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions
+"""InitProducerId, AddOffsetsToTxn, EndTxn, DescribeTransactions and ListTransactions
 handlers called directly, without a socket: a real transaction coordinator whose state goes to real
 ``__transaction_state`` logs in a tmp dir, markers taken as written."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
+from kio.index import load_request_schema
 from kio.schema.add_offsets_to_txn.v4.request import AddOffsetsToTxnRequest
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.end_txn.v5.request import EndTxnRequest
 from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.list_transactions.v1.request import ListTransactionsRequest
 from kio.schema.types import GroupId, ProducerId, TransactionalId
-from kio.static.primitive import i16
+from kio.static.primitive import i16, i32Timedelta
 from tests.conftest import ManualClock, ManualTimer
 from tests.unit.handlers.group_broker import header, on_the_wire
 
 from samsa.broker.handlers.describe_transactions import describe_transactions, list_transactions
 from samsa.broker.handlers.end_txn import add_offsets_to_txn, end_txn
+from samsa.broker.handlers.producer_id import init_producer_id
+from samsa.broker.handlers.producer_id import register as register_producer_id
+from samsa.broker.network.registry import ApiRegistry
 from samsa.coordinator.transaction.coordinator import TransactionCoordinator
 from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey
@@ -50,6 +56,12 @@ class Broker:
 
     async def ensure_offsets_topic(self) -> None:
         pass
+
+    async def ensure_transaction_topic(self) -> None:
+        pass
+
+    def allocate_producer_id(self) -> int:
+        return self._allocate()
 
     def _allocate(self) -> int:
         self.next_producer_id += 1
@@ -157,6 +169,56 @@ def test_an_ongoing_transaction_is_described_and_listed(tmp_path: Path) -> None:
         ("nobody", KioErrorCode.transactional_id_not_found, "", 0),
     ]
     assert listed == [("txn", 1001, "Ongoing")]
+
+
+def init(
+    transactional_id: str | None, producer_id: int = -1, epoch: int = -1
+) -> InitProducerIdRequest:
+    return InitProducerIdRequest(
+        transactional_id=None if transactional_id is None else TransactionalId(transactional_id),
+        transaction_timeout=i32Timedelta.parse(datetime.timedelta(seconds=60)),
+        producer_id=ProducerId(producer_id), producer_epoch=i16(epoch),
+    )  # fmt: skip
+
+
+def test_an_idempotent_producer_gets_a_fresh_id_and_then_a_bumped_epoch(tmp_path: Path) -> None:
+    async def scenario(broker: Broker) -> list[tuple[int, int]]:
+        h = header(ApiKey.INIT_PRODUCER_ID, 5)
+        fresh = await init_producer_id(broker, h, init(None))
+        bumped = await init_producer_id(broker, h, init(None, fresh.producer_id, 0))
+        return [
+            (fresh.producer_id, fresh.producer_epoch),
+            (bumped.producer_id, bumped.producer_epoch),
+        ]
+
+    assert run(scenario, tmp_path) == [(1001, 0), (1001, 1)]
+
+
+def test_a_v0_init_producer_id_is_up_converted_without_a_producer_to_bump(tmp_path: Path) -> None:
+    async def scenario(broker: Broker) -> tuple[int, int]:
+        registry = ApiRegistry()
+        register_producer_id(registry, broker)
+        handle = registry.handler_for(ApiKey.INIT_PRODUCER_ID, 0)
+        assert handle is not None
+        v0 = load_request_schema(ApiKey.INIT_PRODUCER_ID, 0)(
+            transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60)
+        )
+        answer = on_the_wire(
+            ApiKey.INIT_PRODUCER_ID, 0, await handle(header(ApiKey.INIT_PRODUCER_ID, 0), v0)
+        )
+        return answer.producer_id, answer.producer_epoch
+
+    assert run(scenario, tmp_path) == (1001, 0)
+
+
+def test_a_transactional_producer_is_initialised_by_the_coordinator(tmp_path: Path) -> None:
+    async def scenario(broker: Broker) -> list[tuple[KioErrorCode, int, int]]:
+        h = header(ApiKey.INIT_PRODUCER_ID, 5)
+        first = await init_producer_id(broker, h, init("txn"))
+        second = await init_producer_id(broker, h, init("txn"))
+        return [(r.error_code, r.producer_id, r.producer_epoch) for r in (first, second)]
+
+    assert run(scenario, tmp_path) == [(KioErrorCode.none, 1001, 0), (KioErrorCode.none, 1001, 1)]
 
 
 def test_a_transaction_is_described_with_its_start_time_to_the_millisecond(

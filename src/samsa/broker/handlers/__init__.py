@@ -17,6 +17,7 @@ from samsa.broker.handlers import (
     cluster,
     configs,
     delete_groups,
+    delete_records,
     describe_groups,
     describe_transactions,
     elections,
@@ -126,13 +127,9 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     )
     list_offsets.register(registry, replicas=s.replica_manager)
     leader_epochs.register(registry, replicas=s.replica_manager)
-    producer_id.register(
-        registry,
-        allocate_producer_id=s.allocate_producer_id,
-        txn_coordinator=s.txn_coordinator,
-        topics=s.topics,
-    )
-    partitions.register(registry, metadata=s.metadata, topics=s.topics, replicas=s.replica_manager)
+    producer_id.register(registry, s)
+    partitions.register(registry, metadata=s.metadata, topics=s.topics)
+    delete_records.register(registry, s)
     cluster.register(registry, metadata=s.metadata)
     configs.register(registry, s)
     groups.register(
