@@ -19,7 +19,7 @@ import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
@@ -175,3 +175,24 @@ def serve(
         return await handler(services, header, upgrade(body, request_class))
 
     registry.add(api_key, first, last, handle)
+
+
+@dataclass(frozen=True, slots=True)
+class TypedApi(Generic[Request, Response]):
+    """One API as a typed handler module declares it: its key, the versions it serves and
+    the newest request and response classes (those of the last version served)."""
+
+    api_key: int
+    versions: tuple[int, int]
+    request_class: type[Request]
+    response_class: type[Response]
+
+    def serve(
+        self,
+        registry: ApiRegistry,
+        handler: TypedHandler[Services, Request, Response],
+        services: Services,
+    ) -> None:
+        """Register ``handler`` for this API (see :func:`serve`)."""
+        serve(registry, self.api_key, versions=self.versions, request_class=self.request_class,
+              response_class=self.response_class, handler=handler, services=services)  # fmt: skip

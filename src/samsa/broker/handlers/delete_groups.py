@@ -22,7 +22,7 @@ from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, kio_error, serve
+from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
 from samsa.broker.handlers.group_services import GroupServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize
@@ -31,8 +31,8 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-DELETE_GROUPS_VERSIONS = (0, 2)
-OFFSET_DELETE_VERSIONS = (0, 0)
+DELETE_GROUPS = TypedApi(ApiKey.DELETE_GROUPS, (0, 2), DeleteGroupsRequest, DeleteGroupsResponse)
+OFFSET_DELETE = TypedApi(ApiKey.OFFSET_DELETE, (0, 0), OffsetDeleteRequest, OffsetDeleteResponse)
 DELETE, READ = AclOperation.DELETE, AclOperation.READ
 GROUP, TOPIC = ResourceType.GROUP, ResourceType.TOPIC
 
@@ -84,21 +84,5 @@ async def offset_delete(
 
 
 def register(registry: ApiRegistry, broker: GroupServices) -> None:
-    serve(
-        registry,
-        ApiKey.DELETE_GROUPS,
-        versions=DELETE_GROUPS_VERSIONS,
-        request_class=DeleteGroupsRequest,
-        response_class=DeleteGroupsResponse,
-        handler=delete_groups,
-        services=broker,
-    )
-    serve(
-        registry,
-        ApiKey.OFFSET_DELETE,
-        versions=OFFSET_DELETE_VERSIONS,
-        request_class=OffsetDeleteRequest,
-        response_class=OffsetDeleteResponse,
-        handler=offset_delete,
-        services=broker,
-    )
+    DELETE_GROUPS.serve(registry, delete_groups, broker)
+    OFFSET_DELETE.serve(registry, offset_delete, broker)

@@ -20,7 +20,7 @@ from kio.schema.delete_records.v2.response import (
 from kio.static.primitive import i64
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, kio_error, serve
+from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
 from samsa.broker.metadata.internal_topics import refuse_client_change
 from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.network.registry import ApiRegistry
@@ -31,7 +31,9 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-VERSIONS = (0, 2)
+DELETE_RECORDS = TypedApi(
+    ApiKey.DELETE_RECORDS, (0, 2), DeleteRecordsRequest, DeleteRecordsResponse
+)
 
 
 class DeleteRecordsServices(Protocol):
@@ -73,12 +75,4 @@ async def delete_records(
 
 
 def register(registry: ApiRegistry, broker: DeleteRecordsServices) -> None:
-    serve(
-        registry,
-        ApiKey.DELETE_RECORDS,
-        versions=VERSIONS,
-        request_class=DeleteRecordsRequest,
-        response_class=DeleteRecordsResponse,
-        handler=delete_records,
-        services=broker,
-    )
+    DELETE_RECORDS.serve(registry, delete_records, broker)

@@ -24,7 +24,7 @@ from kio.schema.types import GroupId
 from kio.static.primitive import i32
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, kio_error, serve
+from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
 from samsa.broker.handlers.group_services import GroupServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorized_operations import group_operations
@@ -33,8 +33,10 @@ from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 
-DESCRIBE_GROUPS_VERSIONS = (0, 5)
-LIST_GROUPS_VERSIONS = (0, 5)
+DESCRIBE_GROUPS = TypedApi(
+    ApiKey.DESCRIBE_GROUPS, (0, 5), DescribeGroupsRequest, DescribeGroupsResponse
+)
+LIST_GROUPS = TypedApi(ApiKey.LIST_GROUPS, (0, 5), ListGroupsRequest, ListGroupsResponse)
 NO_OPERATIONS = i32(-(2**31))
 
 
@@ -99,21 +101,5 @@ async def list_groups(
 
 
 def register(registry: ApiRegistry, broker: GroupServices) -> None:
-    serve(
-        registry,
-        ApiKey.DESCRIBE_GROUPS,
-        versions=DESCRIBE_GROUPS_VERSIONS,
-        request_class=DescribeGroupsRequest,
-        response_class=DescribeGroupsResponse,
-        handler=describe_groups,
-        services=broker,
-    )
-    serve(
-        registry,
-        ApiKey.LIST_GROUPS,
-        versions=LIST_GROUPS_VERSIONS,
-        request_class=ListGroupsRequest,
-        response_class=ListGroupsResponse,
-        handler=list_groups,
-        services=broker,
-    )
+    DESCRIBE_GROUPS.serve(registry, describe_groups, broker)
+    LIST_GROUPS.serve(registry, list_groups, broker)

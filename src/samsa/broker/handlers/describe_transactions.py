@@ -29,7 +29,7 @@ from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import TZAware, i16, i32, i32Timedelta
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, kio_error, serve
+from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
 from samsa.broker.handlers.txn_services import TxnServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize
@@ -38,8 +38,12 @@ from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 
-DESCRIBE_TRANSACTIONS_VERSIONS = (0, 0)
-LIST_TRANSACTIONS_VERSIONS = (0, 1)
+DESCRIBE_TRANSACTIONS = TypedApi(
+    ApiKey.DESCRIBE_TRANSACTIONS, (0, 0), DescribeTransactionsRequest, DescribeTransactionsResponse
+)
+LIST_TRANSACTIONS = TypedApi(
+    ApiKey.LIST_TRANSACTIONS, (0, 1), ListTransactionsRequest, ListTransactionsResponse
+)
 DESCRIBE = AclOperation.DESCRIBE
 TRANSACTIONAL_ID = ResourceType.TRANSACTIONAL_ID
 
@@ -118,21 +122,5 @@ async def list_transactions(
 
 
 def register(registry: ApiRegistry, broker: TxnServices) -> None:
-    serve(
-        registry,
-        ApiKey.DESCRIBE_TRANSACTIONS,
-        versions=DESCRIBE_TRANSACTIONS_VERSIONS,
-        request_class=DescribeTransactionsRequest,
-        response_class=DescribeTransactionsResponse,
-        handler=describe_transactions,
-        services=broker,
-    )
-    serve(
-        registry,
-        ApiKey.LIST_TRANSACTIONS,
-        versions=LIST_TRANSACTIONS_VERSIONS,
-        request_class=ListTransactionsRequest,
-        response_class=ListTransactionsResponse,
-        handler=list_transactions,
-        services=broker,
-    )
+    DESCRIBE_TRANSACTIONS.serve(registry, describe_transactions, broker)
+    LIST_TRANSACTIONS.serve(registry, list_transactions, broker)

@@ -24,7 +24,7 @@ from kio.schema.types import ProducerId
 from kio.static.primitive import i16
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, kio_error, serve
+from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
 from samsa.broker.handlers.transactions import for_version
 from samsa.broker.handlers.txn_services import TxnServices
 from samsa.broker.network.registry import ApiRegistry
@@ -33,8 +33,10 @@ from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 
-ADD_OFFSETS_TO_TXN_VERSIONS = (0, 4)
-END_TXN_VERSIONS = (0, 5)
+ADD_OFFSETS_TO_TXN = TypedApi(
+    ApiKey.ADD_OFFSETS_TO_TXN, (0, 4), AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+)
+END_TXN = TypedApi(ApiKey.END_TXN, (0, 5), EndTxnRequest, EndTxnResponse)
 
 
 async def add_offsets_to_txn(
@@ -70,21 +72,5 @@ async def end_txn(
 
 
 def register(registry: ApiRegistry, broker: TxnServices) -> None:
-    serve(
-        registry,
-        ApiKey.ADD_OFFSETS_TO_TXN,
-        versions=ADD_OFFSETS_TO_TXN_VERSIONS,
-        request_class=AddOffsetsToTxnRequest,
-        response_class=AddOffsetsToTxnResponse,
-        handler=add_offsets_to_txn,
-        services=broker,
-    )
-    serve(
-        registry,
-        ApiKey.END_TXN,
-        versions=END_TXN_VERSIONS,
-        request_class=EndTxnRequest,
-        response_class=EndTxnResponse,
-        handler=end_txn,
-        services=broker,
-    )
+    ADD_OFFSETS_TO_TXN.serve(registry, add_offsets_to_txn, broker)
+    END_TXN.serve(registry, end_txn, broker)

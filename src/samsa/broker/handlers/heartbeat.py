@@ -12,7 +12,7 @@ from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, kio_error, serve
+from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
 from samsa.broker.handlers.group_services import GroupServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize
@@ -20,7 +20,7 @@ from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 
-VERSIONS = (0, 4)
+HEARTBEAT = TypedApi(ApiKey.HEARTBEAT, (0, 4), HeartbeatRequest, HeartbeatResponse)
 
 
 async def heartbeat(
@@ -36,12 +36,4 @@ async def heartbeat(
 
 
 def register(registry: ApiRegistry, broker: GroupServices) -> None:
-    serve(
-        registry,
-        ApiKey.HEARTBEAT,
-        versions=VERSIONS,
-        request_class=HeartbeatRequest,
-        response_class=HeartbeatResponse,
-        handler=heartbeat,
-        services=broker,
-    )
+    HEARTBEAT.serve(registry, heartbeat, broker)

@@ -21,7 +21,7 @@ from kio.schema.sync_group.v5.response import SyncGroupResponse
 from kio.static.primitive import i32
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, client_host, kio_error, serve
+from samsa.broker.api import NO_THROTTLE, TypedApi, client_host, kio_error
 from samsa.broker.handlers.group_services import GroupServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize
@@ -31,8 +31,8 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 
-JOIN_GROUP_VERSIONS = (0, 9)
-SYNC_GROUP_VERSIONS = (0, 5)
+JOIN_GROUP = TypedApi(ApiKey.JOIN_GROUP, (0, 9), JoinGroupRequest, JoinGroupResponse)
+SYNC_GROUP = TypedApi(ApiKey.SYNC_GROUP, (0, 5), SyncGroupRequest, SyncGroupResponse)
 
 
 async def join_group(
@@ -113,21 +113,5 @@ async def sync_group(
 
 
 def register(registry: ApiRegistry, broker: GroupServices) -> None:
-    serve(
-        registry,
-        ApiKey.JOIN_GROUP,
-        versions=JOIN_GROUP_VERSIONS,
-        request_class=JoinGroupRequest,
-        response_class=JoinGroupResponse,
-        handler=join_group,
-        services=broker,
-    )
-    serve(
-        registry,
-        ApiKey.SYNC_GROUP,
-        versions=SYNC_GROUP_VERSIONS,
-        request_class=SyncGroupRequest,
-        response_class=SyncGroupResponse,
-        handler=sync_group,
-        services=broker,
-    )
+    JOIN_GROUP.serve(registry, join_group, broker)
+    SYNC_GROUP.serve(registry, sync_group, broker)

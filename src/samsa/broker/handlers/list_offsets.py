@@ -27,7 +27,7 @@ from kio.schema.list_offsets.v11.response import (
 from kio.static.primitive import i32, i64
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, kio_error, serve
+from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.broker.security.authorizer import authorize
@@ -36,7 +36,7 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-VERSIONS = (0, 11)
+LIST_OFFSETS = TypedApi(ApiKey.LIST_OFFSETS, (0, 11), ListOffsetsRequest, ListOffsetsResponse)
 READ_COMMITTED = 1
 
 
@@ -70,12 +70,4 @@ async def list_offsets(
 
 
 def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
-    serve(
-        registry,
-        ApiKey.LIST_OFFSETS,
-        versions=VERSIONS,
-        request_class=ListOffsetsRequest,
-        response_class=ListOffsetsResponse,
-        handler=list_offsets,
-        services=replicas,
-    )
+    LIST_OFFSETS.serve(registry, list_offsets, replicas)

@@ -27,7 +27,7 @@ from kio.schema.types import ProducerId
 from kio.static.primitive import i16
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, kio_error, serve
+from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
 from samsa.broker.handlers.transactions import for_version
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize, authorize_any, authorize_cluster
@@ -37,7 +37,9 @@ from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 
-VERSIONS = (0, 5)
+INIT_PRODUCER_ID = TypedApi(
+    ApiKey.INIT_PRODUCER_ID, (0, 5), InitProducerIdRequest, InitProducerIdResponse
+)
 MAX_EPOCH = 32767
 
 
@@ -88,9 +90,7 @@ async def init_producer_id(
 
 
 def register(registry: ApiRegistry, broker: ProducerIdServices) -> None:
-    serve(registry, ApiKey.INIT_PRODUCER_ID, versions=VERSIONS,
-          request_class=InitProducerIdRequest, response_class=InitProducerIdResponse,
-          handler=init_producer_id, services=broker)  # fmt: skip
+    INIT_PRODUCER_ID.serve(registry, init_producer_id, broker)
 
 
 def _refused(transactional_id: str | None) -> ErrorCode:
