@@ -15,8 +15,8 @@ from kio.schema.join_group.v0.request import JoinGroupRequest as JoinGroupV0
 from kio.schema.join_group.v0.request import JoinGroupRequestProtocol as ProtocolV0
 from kio.schema.join_group.v9.request import JoinGroupRequest
 
-from samsa.broker.api import serve
 from samsa.broker.network.registry import ApiRegistry
+from samsa.broker.typed_api import serve
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.versions import missing_fields, upgrade

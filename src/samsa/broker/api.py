@@ -19,9 +19,9 @@ import re
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
+from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.static.primitive import i32Timedelta
 
@@ -30,10 +30,6 @@ from samsa.errors import ErrorCode, KafkaError, SamsaError
 from samsa.protocol.build import build
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.legacy import kio_version
-from samsa.protocol.versions import missing_fields, upgrade
-
-if TYPE_CHECKING:
-    from samsa.broker.network.registry import ApiRegistry
 
 Handler = Callable[[RequestHeader, Any], Awaitable[Any]]
 """Takes the request header and kio body; returns a kio response, an encoded frame
@@ -127,72 +123,3 @@ rewrite it after the handler: see the connection)."""
 def kio_error(code: int) -> KioErrorCode:
     """A Kafka error code as kio's responses carry it."""
     return KioErrorCode(int(code))
-
-
-Request = TypeVar("Request")
-Response = TypeVar("Response")
-Services = TypeVar("Services")
-
-TypedHandler = Callable[[Services, RequestHeader, Request], Awaitable[Response]]
-"""A handler written against one API's newest request and response classes: it is given
-the services it uses (a Protocol of its module: a test passes its own), the request
-header (whose version is the one asked) and the request."""
-
-
-def serve(
-    registry: ApiRegistry,
-    api_key: int,
-    *,
-    versions: tuple[int, int],
-    request_class: type[Request],
-    response_class: type[Response],
-    handler: TypedHandler[Services, Request, Response],
-    services: Services,
-) -> None:
-    """Serve ``api_key`` at ``versions`` with a typed ``handler`` of the newest classes kio
-    has (``request_class``, ``response_class``), called with ``services``: a request of an
-    older version reaches it up-converted, its response is written down to the version
-    asked (:mod:`samsa.protocol.versions`).
-
-    Raises ValueError when a served version has a field the newest lacks (the handler could
-    neither read nor answer it): such a version needs a conversion of its own.
-    """
-    newest = request_class.__version__  # type: ignore[attr-defined]
-    first, last = versions
-    for version in range(max(first, kio_version(api_key, first)), last + 1):
-        pairs: tuple[tuple[type, type], ...] = (
-            (load_request_schema(api_key, version), request_class),
-            (load_response_schema(api_key, version), response_class),
-        )
-        for old, new in pairs:
-            if missing := missing_fields(old, new):
-                raise ValueError(
-                    f"{old.__name__} v{version} has {', '.join(missing)}, which v{newest} "
-                    "lacks: a typed handler cannot serve it"
-                )
-
-    async def handle(header: RequestHeader, body: Any) -> Response:
-        return await handler(services, header, upgrade(body, request_class))
-
-    registry.add(api_key, first, last, handle)
-
-
-@dataclass(frozen=True, slots=True)
-class TypedApi(Generic[Request, Response]):
-    """One API as a typed handler module declares it: its key, the versions it serves and
-    the newest request and response classes (those of the last version served)."""
-
-    api_key: int
-    versions: tuple[int, int]
-    request_class: type[Request]
-    response_class: type[Response]
-
-    def serve(
-        self,
-        registry: ApiRegistry,
-        handler: TypedHandler[Services, Request, Response],
-        services: Services,
-    ) -> None:
-        """Register ``handler`` for this API (see :func:`serve`)."""
-        serve(registry, self.api_key, versions=self.versions, request_class=self.request_class,
-              response_class=self.response_class, handler=handler, services=services)  # fmt: skip

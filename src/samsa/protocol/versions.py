@@ -2,7 +2,7 @@
 responses written down to the version asked (no I/O).
 
 kio has one class per message version. A typed handler (see
-:func:`samsa.broker.api.serve`) is written against the newest version's classes, as
+:func:`samsa.broker.typed_api.serve`) is written against the newest version's classes, as
 Kafka's handlers are written against the one generated class of every version:
 
 - a request of an older version is *up-converted* once: fields the old version lacks

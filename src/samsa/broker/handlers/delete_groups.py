@@ -1,7 +1,7 @@
 """DeleteGroups (key 42), versions 0–2, and OffsetDelete (key 47), version 0: removing a
 group, or some of its committed offsets, from ``__consumer_offsets``.
 
-Typed handlers (:func:`samsa.broker.api.serve`) of DeleteGroups v2 and OffsetDelete v0.
+Typed handlers (:func:`samsa.broker.typed_api.serve`) of DeleteGroups v2 and OffsetDelete v0.
 The decisions are :class:`~samsa.coordinator.group.coordinator.GroupCoordinator`'s.
 
 With the authorizer on, both need DELETE on the group (GROUP_AUTHORIZATION_FAILED);
@@ -22,10 +22,11 @@ from kio.schema.types import GroupId, TopicName
 from kio.static.primitive import i32
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
+from samsa.broker.api import NO_THROTTLE, kio_error
 from samsa.broker.handlers.group_services import GroupServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize
+from samsa.broker.typed_api import TypedApi
 from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader

@@ -1,6 +1,6 @@
 """DeleteRecords (key 21), versions 0–2: move partitions' log start offsets forward.
 
-A typed handler (:func:`samsa.broker.api.serve`) of DeleteRecords v2. It completes at
+A typed handler (:func:`samsa.broker.typed_api.serve`) of DeleteRecords v2. It completes at
 once — there are no followers whose low watermark to wait for — so ``timeout`` is not
 used; offset -1 means the high watermark. Internal topics are refused
 (INVALID_TOPIC_EXCEPTION, see :mod:`samsa.broker.metadata.internal_topics`). With the
@@ -20,12 +20,13 @@ from kio.schema.delete_records.v2.response import (
 from kio.static.primitive import i64
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
+from samsa.broker.api import NO_THROTTLE, kio_error
 from samsa.broker.metadata.internal_topics import refuse_client_change
 from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.broker.security.authorizer import authorize
+from samsa.broker.typed_api import TypedApi
 from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader

@@ -1,7 +1,7 @@
 """DescribeGroups (key 15), versions 0–5, and ListGroups (key 16), versions 0–5: what a
 classic group is (state, protocol, members and their assignments) and which groups exist.
 
-Typed handlers (:func:`samsa.broker.api.serve`) of the v5 classes. DescribeGroups v3+
+Typed handlers (:func:`samsa.broker.typed_api.serve`) of the v5 classes. DescribeGroups v3+
 may ask for the caller's authorized operations on each group; ListGroups v4 filters by
 state and v5 by type (every group here is ``classic``).
 
@@ -24,11 +24,12 @@ from kio.schema.types import GroupId
 from kio.static.primitive import i32
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
+from samsa.broker.api import NO_THROTTLE, kio_error
 from samsa.broker.handlers.group_services import GroupServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorized_operations import group_operations
 from samsa.broker.security.authorizer import authorize, authorize_cluster
+from samsa.broker.typed_api import TypedApi
 from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader

@@ -1,7 +1,7 @@
 """DescribeTransactions (key 65), version 0, and ListTransactions (key 66), versions 0–1:
 the transactional ids a coordinator knows, their state, producer and partitions.
 
-Typed handlers (:func:`samsa.broker.api.serve`) of DescribeTransactions v0 and
+Typed handlers (:func:`samsa.broker.typed_api.serve`) of DescribeTransactions v0 and
 ListTransactions v1 (v1 added the ``duration_filter``; -1 when a v0 request lacks it).
 An id in error is described with Kafka's defaults for the other fields (zeros, no
 state, start time 0).
@@ -29,10 +29,11 @@ from kio.schema.types import ProducerId, TopicName, TransactionalId
 from kio.static.primitive import TZAware, i16, i32, i32Timedelta
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
+from samsa.broker.api import NO_THROTTLE, kio_error
 from samsa.broker.handlers.txn_services import TxnServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize
+from samsa.broker.typed_api import TypedApi
 from samsa.coordinator.transaction.coordinator import TransactionDescription
 from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey

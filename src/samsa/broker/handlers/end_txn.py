@@ -2,7 +2,7 @@
 transaction takes a group's offsets partition in, and ends (commit or abort, markers
 written by the coordinator).
 
-Typed handlers (:func:`samsa.broker.api.serve`) of AddOffsetsToTxn v4 and EndTxn v5.
+Typed handlers (:func:`samsa.broker.typed_api.serve`) of AddOffsetsToTxn v4 and EndTxn v5.
 PRODUCER_FENCED is answered as INVALID_PRODUCER_EPOCH below version 2, and
 TRANSACTION_ABORTABLE as INVALID_TXN_STATE below version 4, as Kafka does
 (:func:`~samsa.broker.handlers.transactions.for_version`). Transaction version 1 only:
@@ -24,11 +24,12 @@ from kio.schema.types import ProducerId
 from kio.static.primitive import i16
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
+from samsa.broker.api import NO_THROTTLE, kio_error
 from samsa.broker.handlers.transactions import for_version
 from samsa.broker.handlers.txn_services import TxnServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize
+from samsa.broker.typed_api import TypedApi
 from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader

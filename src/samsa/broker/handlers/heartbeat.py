@@ -1,7 +1,7 @@
 """Heartbeat (key 12), versions 0–4: a member of a classic group says it is alive, and
 learns whether the group is rebalancing (REBALANCE_IN_PROGRESS).
 
-A typed handler (:func:`samsa.broker.api.serve`) of Heartbeat v4; no version changes its
+A typed handler (:func:`samsa.broker.typed_api.serve`) of Heartbeat v4; no version changes its
 meaning (v3 added static members' ``group_instance_id``). With the authorizer on it
 needs READ on the group (GROUP_AUTHORIZATION_FAILED).
 """
@@ -12,10 +12,11 @@ from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.heartbeat.v4.response import HeartbeatResponse
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
+from samsa.broker.api import NO_THROTTLE, kio_error
 from samsa.broker.handlers.group_services import GroupServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize
+from samsa.broker.typed_api import TypedApi
 from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader

@@ -1,7 +1,7 @@
 """JoinGroup (key 11), versions 0–9, and SyncGroup (key 14), versions 0–5: the two phases
 of a classic group's rebalance.
 
-Typed handlers (:func:`samsa.broker.api.serve`): each sees the newest request kio has
+Typed handlers (:func:`samsa.broker.typed_api.serve`): each sees the newest request kio has
 (JoinGroup v9, SyncGroup v5) and answers the newest response, written down to the
 version asked. Version-dependent answers as Kafka's: a JoinGroup v0 request's rebalance
 timeout is its session timeout; v4+ members must rejoin with the member id they are
@@ -21,10 +21,11 @@ from kio.schema.sync_group.v5.response import SyncGroupResponse
 from kio.static.primitive import i32
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, TypedApi, client_host, kio_error
+from samsa.broker.api import NO_THROTTLE, client_host, kio_error
 from samsa.broker.handlers.group_services import GroupServices
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize
+from samsa.broker.typed_api import TypedApi
 from samsa.coordinator.group.coordinator import JoinRequest
 from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey

@@ -12,7 +12,7 @@ leader answers (NOT_LEADER_OR_FOLLOWER elsewhere, FENCED_LEADER_EPOCH /
 UNKNOWN_LEADER_EPOCH for a ``current_leader_epoch`` other than its own).
 With the authorizer on, each topic needs DESCRIBE (TOPIC_AUTHORIZATION_FAILED).
 
-A typed handler (:func:`samsa.broker.api.serve`) of ListOffsets v11; v0 (which kio
+A typed handler (:func:`samsa.broker.typed_api.serve`) of ListOffsets v11; v0 (which kio
 lacks) is read as v1 (:mod:`samsa.protocol.legacy`) and answered in its layout.
 """
 
@@ -27,10 +27,11 @@ from kio.schema.list_offsets.v11.response import (
 from kio.static.primitive import i32, i64
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
+from samsa.broker.api import NO_THROTTLE, kio_error
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.broker.security.authorizer import authorize
+from samsa.broker.typed_api import TypedApi
 from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
 from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader

@@ -12,7 +12,7 @@ which introduced it. With the authorizer on, a transactional id needs WRITE on i
 IDEMPOTENT_WRITE on the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED),
 as Kafka's.
 
-A typed handler (:func:`samsa.broker.api.serve`) of InitProducerId v5: before v3 the
+A typed handler (:func:`samsa.broker.typed_api.serve`) of InitProducerId v5: before v3 the
 request has no producer id and epoch, read as -1 (the newest schema's defaults).
 """
 
@@ -27,10 +27,11 @@ from kio.schema.types import ProducerId
 from kio.static.primitive import i16
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import NO_THROTTLE, TypedApi, kio_error
+from samsa.broker.api import NO_THROTTLE, kio_error
 from samsa.broker.handlers.transactions import for_version
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize, authorize_any, authorize_cluster
+from samsa.broker.typed_api import TypedApi
 from samsa.coordinator.transaction.coordinator import TransactionCoordinator
 from samsa.errors import ErrorCode
 from samsa.protocol.api_keys import ApiKey
