@@ -88,7 +88,7 @@ class RawConnection:
             "topics": [{"name": TOPIC, "num_partitions": 1, "replication_factor": 1,
                         "assignments": [],
                         "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-            "timeout_ms": 10_000, "validate_only": False,
+            "timeout": 10_000, "validate_only": False,
         })  # fmt: skip
         assert response.topics[0].error_code.value == 0, response
 
@@ -97,7 +97,7 @@ class RawConnection:
         builder = RecordBatchBuilder()
         builder.append(value, timestamp=int(time.time() * 1000))
         response = self.request(0, 9, {
-            "transactional_id": None, "acks": 1, "timeout_ms": 10_000,
+            "transactional_id": None, "acks": 1, "timeout": 10_000,
             "topic_data": [{"name": TOPIC, "partition_data": [
                 {"index": 0, "records": builder.build()}]}],
         })  # fmt: skip

@@ -368,11 +368,11 @@ def _describe_log_dirs(bootstrap: str, n: Names) -> int:
 
 
 def _list_reassignments(bootstrap: str, n: Names) -> int:
-    return int(exchange(bootstrap, 46, 0, {"timeout_ms": 5000, "topics": None}).error_code)
+    return int(exchange(bootstrap, 46, 0, {"timeout": 5000, "topics": None}).error_code)
 
 
 def _alter_reassignments(bootstrap: str, n: Names) -> int:
-    response = exchange(bootstrap, 45, 0, {"timeout_ms": 5000, "topics": []})
+    response = exchange(bootstrap, 45, 0, {"timeout": 5000, "topics": []})
     return int(response.error_code)
 
 

@@ -174,7 +174,7 @@ def test_a_moved_log_start_offset_makes_the_partition_appear(broker: BrokerProce
     assert _answered(_fetch(broker, session_id, 1, {}, topic="log-start")) == {}
     deleted = exchange(broker.bootstrap, DELETE_RECORDS, 2, {
         "topics": [{"name": "log-start", "partitions": [{"partition_index": 0, "offset": 2}]}],
-        "timeout_ms": 10_000,
+        "timeout": 10_000,
     })  # fmt: skip
     assert deleted.topics[0].partitions[0].error_code == 0
     answered = _answered(_fetch(broker, session_id, 2, {}, topic="log-start"))

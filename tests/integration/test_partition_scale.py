@@ -51,7 +51,7 @@ def _create_topics_values(name: str, partitions: int) -> dict[str, object]:
     return {
         "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
                     "assignments": [], "configs": []}],
-        "timeout_ms": 120_000, "validate_only": False,
+        "timeout": 120_000, "validate_only": False,
     }  # fmt: skip
 
 

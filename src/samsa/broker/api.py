@@ -12,6 +12,7 @@ from the server, which imports them.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import logging
 import re
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kio.index import load_response_schema
+from kio.schema.errors import ErrorCode as KioErrorCode
+from kio.static.primitive import i32Timedelta
 
 from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.errors import ErrorCode, KafkaError, SamsaError
@@ -110,3 +113,13 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
     if message != (whole := broker_message(exc)):
         _withheld_paths_log.log(logging.WARNING, "answering %s: %s", code.name, whole)
     return {"error_code": code, "error_message": message}
+
+
+NO_THROTTLE = i32Timedelta.parse(datetime.timedelta(0))
+"""A response's ``throttle_time`` when the request was not throttled (request quotas
+rewrite it after the handler: see the connection)."""
+
+
+def kio_error(code: int) -> KioErrorCode:
+    """A Kafka error code as kio's responses carry it."""
+    return KioErrorCode(int(code))

@@ -33,6 +33,7 @@ from samsa.client.connection import BrokerConnection
 from samsa.client.errors import ClientClosedError, ClientTimeoutError, error_for, network_error
 from samsa.client.security import ClientSecurity
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.types import TopicPartition
 
 __all__ = [
@@ -57,8 +58,6 @@ _AUTHENTICATION_ERRORS = frozenset(
 
 T = TypeVar("T")
 
-METADATA = 3
-FIND_COORDINATOR = 10
 COORDINATOR_ERRORS = frozenset(
     {
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -288,11 +287,11 @@ class Cluster:
             connection = await self.any_connection()
             all_topics = self.track_all_topics
             topics = None if all_topics else [{"name": t} for t in sorted(self.tracked_topics)]
-            version = connection.version(METADATA)
+            version = connection.version(ApiKey.METADATA)
             if version == 0 and topics == []:
                 topics, all_topics = None, True  # v0 cannot ask for no topics; ask for all
             response = await connection.request(
-                METADATA,
+                ApiKey.METADATA,
                 {
                     "topics": topics if version else (topics or []),
                     "allow_auto_topic_creation": self.allow_auto_topic_creation,
@@ -484,7 +483,7 @@ class Cluster:
             return cached
         connection = await self.any_connection()
         response = await connection.request(
-            FIND_COORDINATOR, {"key": key, "key_type": key_type, "coordinator_keys": [key]}
+            ApiKey.FIND_COORDINATOR, {"key": key, "key_type": key_type, "coordinator_keys": [key]}
         )
         answer = response.coordinators[0] if hasattr(response, "coordinators") else response
         code = int(answer.error_code)

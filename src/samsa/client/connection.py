@@ -40,6 +40,7 @@ from samsa._version import __version__
 from samsa.client.errors import ClientClosedError, error_for, network_error
 from samsa.client.security import ClientSecurity, SaslAuthenticationError, authenticate
 from samsa.errors import ErrorCode, SamsaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
 from samsa.protocol.guard import GuardError, check_entity
 
@@ -47,7 +48,6 @@ __all__ = ["CLIENT_MAX_VERSIONS", "BrokerConnection", "client_versions"]
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS = 18
 
 CLIENT_MAX_VERSIONS: dict[int, int] = {
     0: 12,  # Produce v13 names topics by id only; the clients address topics by name
@@ -159,9 +159,9 @@ def decode_response(codec: _Codec, frame: bytes) -> tuple[int, Any]:
         raise GuardError(f"a {len(frame)}-byte response is shorter than its header")
     (correlation_id,) = _I32.unpack_from(frame, 0)
     position = 4
-    if codec.api_key == API_VERSIONS and frame[4:6] == b"\x00\x23":
+    if codec.api_key == ApiKey.API_VERSIONS and frame[4:6] == b"\x00\x23":
         # UNSUPPORTED_VERSION: the broker answers with a v0 body whatever version was asked.
-        codec = _codec(API_VERSIONS, 0)
+        codec = _codec(ApiKey.API_VERSIONS, 0)
     if codec.flexible_response_header:
         position = _skip_tagged_fields(frame, position)
     check_entity(codec.response_class, frame, position)
@@ -282,16 +282,20 @@ class BrokerConnection:
             ) from None
 
     async def _negotiate(self) -> None:
-        version = _CLIENT_VERSIONS[API_VERSIONS][1]
+        version = _CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
         values = {"client_software_name": "samsa", "client_software_version": __version__}
         for _attempt in range(3):
-            response = await self.request(API_VERSIONS, values, version=version)
+            response = await self.request(ApiKey.API_VERSIONS, values, version=version)
             code = int(response.error_code)
             broker = {
                 int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys
             }
-            if code == ErrorCode.UNSUPPORTED_VERSION and API_VERSIONS in broker and version > 0:
-                version = max(0, min(version - 1, broker[API_VERSIONS][1]))
+            if (
+                code == ErrorCode.UNSUPPORTED_VERSION
+                and ApiKey.API_VERSIONS in broker
+                and version > 0
+            ):
+                version = max(0, min(version - 1, broker[ApiKey.API_VERSIONS][1]))
                 continue
             if code:
                 raise error_for(code, "ApiVersions failed")

@@ -19,14 +19,13 @@ from typing import Any
 
 from samsa.config import ConfigKey, ConfigType, one_of
 from samsa.errors import ConfigError, ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.security.jaas import JaasError, parse_jaas_config
 from samsa.security.scram import ScramClient, ScramError, ScramMechanism
 from samsa.security.tls import TlsConfigError, client_context
 
 __all__ = ["SECURITY_KEYS", "ClientSecurity", "authenticate"]
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
 
 _S, _P, _LIST = ConfigType.STRING, ConfigType.PASSWORD, ConfigType.LIST
 
@@ -124,7 +123,7 @@ Request = Callable[[int, Mapping[str, Any], int], Awaitable[Any]]
 async def authenticate(security: ClientSecurity, request: Request) -> None:
     """Authenticate a new connection; :class:`SaslAuthenticationError` if the broker refuses."""
     assert security.mechanism is not None
-    response = await request(SASL_HANDSHAKE, {"mechanism": security.mechanism}, 1)
+    response = await request(ApiKey.SASL_HANDSHAKE, {"mechanism": security.mechanism}, 1)
     if response.error_code:
         raise SaslAuthenticationError(
             int(response.error_code),
@@ -133,7 +132,7 @@ async def authenticate(security: ClientSecurity, request: Request) -> None:
         )
 
     async def step(token: bytes) -> bytes:
-        answer = await request(SASL_AUTHENTICATE, {"auth_bytes": token}, 1)
+        answer = await request(ApiKey.SASL_AUTHENTICATE, {"auth_bytes": token}, 1)
         if answer.error_code:
             raise SaslAuthenticationError(
                 int(answer.error_code), answer.error_message or "SASL authentication failed"

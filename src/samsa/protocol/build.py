@@ -6,18 +6,23 @@ JSON schemas, and :func:`build` turns that into the exact classes of the
 version being answered: fields a version lacks are dropped, fields a handler
 leaves out get their schema default (or the type's zero), error codes may be
 plain ints, durations plain milliseconds, and timestamps epoch milliseconds
-(-1 for none).
+(-1 for none). A key that no version of the message has is a mistake (a
+misspelt field would otherwise be answered as its default): :func:`build`
+raises :class:`UnknownFieldError` naming it.
 """
 
 from __future__ import annotations
 
 import datetime
 import functools
+import importlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from typing import Any
 
 from kio.schema.errors import ErrorCode
+from kio.schema.index import schema_name_map
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field, is_optional
 
 _UTC = datetime.UTC
@@ -98,13 +103,50 @@ class _FieldPlan:
             self.default = _ZERO_BY_KAFKA_TYPE.get(f.metadata.get("kafka_type", ""), 0)
 
 
+class UnknownFieldError(TypeError):
+    """Raised by :func:`build` for a key that no version of the kio class has."""
+
+
 @functools.cache
 def _plan(cls: type) -> tuple[_FieldPlan, ...]:
     return tuple(_FieldPlan(f) for f in fields(cls))
 
 
-def build(cls: type, values: Mapping[str, Any]) -> Any:
-    """An instance of kio class ``cls`` from ``values`` (nested dicts and lists allowed)."""
+_VERSIONED_MODULE = re.compile(r"kio\.schema\.(\w+)\.v\d+\.(\w+)")
+
+
+@functools.cache
+def known_fields(cls: type) -> frozenset[str]:
+    """The field names ``cls`` has in any version of its message (kio has one class per
+    version: a response's ``throttle_time`` is known to its v0 class, which lacks it)."""
+    names = {f.name for f in fields(cls)}
+    match = _VERSIONED_MODULE.fullmatch(cls.__module__)
+    if match is not None:
+        api, kind = match.groups()
+        for version in schema_name_map.get(api, {}):
+            try:
+                module = importlib.import_module(f"kio.schema.{api}.v{version}.{kind}")
+            except ImportError:
+                continue
+            sibling = getattr(module, cls.__name__, None)
+            if isinstance(sibling, type):
+                names.update(f.name for f in fields(sibling))
+    return frozenset(names)
+
+
+def build(cls: type, values: Mapping[str, Any], *, older_fields: bool = False) -> Any:
+    """An instance of kio class ``cls`` from ``values`` (nested dicts and lists allowed).
+
+    Raises :class:`UnknownFieldError` for a key no version of ``cls`` has, unless
+    ``older_fields`` (a request of a version older than kio's, read by
+    :mod:`samsa.protocol.legacy`, may carry fields Kafka 4 no longer has: they are dropped).
+    """
+    if not older_fields and not known_fields(cls).issuperset(values):
+        unknown = sorted(set(values) - known_fields(cls))
+        raise UnknownFieldError(
+            f"{cls.__module__}.{cls.__name__} has no field {', '.join(map(repr, unknown))} "
+            f"in any version; its fields: {', '.join(sorted(known_fields(cls)))}"
+        )
     kwargs: dict[str, Any] = {}
     for plan in _plan(cls):
         if plan.name in values:
@@ -113,10 +155,13 @@ def build(cls: type, values: Mapping[str, Any]) -> Any:
                 if plan.nested_tuple:
                     nested = plan.nested
                     value = tuple(
-                        item if isinstance(item, nested) else build(nested, item) for item in value
+                        item
+                        if isinstance(item, nested)
+                        else build(nested, item, older_fields=older_fields)
+                        for item in value
                     )
                 elif not isinstance(value, plan.nested):
-                    value = build(plan.nested, value)
+                    value = build(plan.nested, value, older_fields=older_fields)
             elif plan.convert is not None:
                 value = plan.convert(value)
             elif isinstance(value, list):
@@ -129,14 +174,29 @@ def build(cls: type, values: Mapping[str, Any]) -> Any:
     return cls(**kwargs)
 
 
+def complete(cls: type, values: Mapping[str, Any]) -> Any:
+    """``cls(**values)`` with the fields ``values`` lacks at their defaults (as :func:`build`
+    gives them); the values are taken as they are, not converted."""
+    kwargs: dict[str, Any] = {}
+    for plan in _plan(cls):
+        if plan.name in values:
+            kwargs[plan.name] = values[plan.name]
+        elif plan.default is None and plan.nested is not None and not plan.nested_tuple:
+            kwargs[plan.name] = build(plan.nested, {})
+        else:
+            kwargs[plan.name] = plan.default
+    return cls(**kwargs)
+
+
+@functools.cache
+def nested_entity_classes(cls: type) -> dict[str, type]:
+    """The entity class of each of ``cls``'s entity fields (the item class of an array)."""
+    return {plan.name: plan.nested for plan in _plan(cls) if plan.nested is not None}
+
+
 def nested_class(cls: type, name: str) -> type:
     """The kio class of ``cls``'s field ``name`` (the item class of an array of entities)."""
     for plan in _plan(cls):
         if plan.name == name and plan.nested is not None:
             return plan.nested
     raise KeyError(f"{cls.__name__} has no entity field {name!r}")
-
-
-def field_names(cls: type) -> frozenset[str]:
-    """The field names a kio class has (to test whether a version carries a field)."""
-    return frozenset(p.name for p in _plan(cls))

@@ -23,6 +23,7 @@ class of the lowest version kio has, answered in the old layout
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -235,7 +236,12 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     Errors in the response object (a plain int where kio wants an ``ErrorCode``,
     a value out of range) surface as kio raises them.
     """
-    codec = _response_codecs.get(type(response)) or _response_codec(type(response))
+    return _encode_as(type(response), correlation_id, response)
+
+
+def _encode_as(cls: type, correlation_id: int, response: Any) -> bytes:
+    """``response`` written by ``cls``'s writer (which reads only the fields ``cls`` has)."""
+    codec = _response_codecs.get(cls) or _response_codec(cls)
     header = _INT32.pack(correlation_id)
     sink = _ChunkSink(header + b"\0" if codec.flexible_header else header)
     codec.write_body(sink, response)
@@ -244,12 +250,22 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     return b"".join(chunks)
 
 
+_response_schema = functools.cache(load_response_schema)
+
+
 def encode_response_for(
     api_key: int, api_version: int, correlation_id: int, response: Any
 ) -> bytes:
     """Encode ``response`` for a request of ``api_version``: as :func:`encode_response` does,
-    or in the old layout when the version is one kio lacks (:mod:`samsa.protocol.legacy`)."""
+    or in the old layout when the version is one kio lacks (:mod:`samsa.protocol.legacy`).
+
+    ``response`` may be of a newer version than the one asked (a typed handler answers
+    with the newest: :mod:`samsa.protocol.versions`): the asked version's writer reads
+    the fields that version has from it."""
+    cls = type(response)
+    if cls.__version__ == api_version:
+        return _encode_as(cls, correlation_id, response)
     legacy = legacy_version(api_key, api_version)
     if legacy is None:
-        return encode_response(correlation_id, response)
+        return _encode_as(_response_schema(api_key, api_version), correlation_id, response)
     return encode_legacy_response(legacy, correlation_id, response)

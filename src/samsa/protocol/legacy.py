@@ -40,6 +40,7 @@ from typing import Any, TypeAlias
 
 from kio.index import load_request_schema, load_response_schema
 
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
 from samsa.protocol.wire import WireReader
 
@@ -158,7 +159,7 @@ def decode_legacy_request(legacy: LegacyVersion, body: bytes) -> Any:
     """The kio request (of ``legacy.kio_version``) that ``body`` (the bytes after the request
     header) carries; raises :class:`CorruptRecordError` when it does not fit the layout."""
     reader = WireReader(body, f"api key {legacy.api_key} v{legacy.version} request")
-    return build(legacy.request_class, _read(reader, legacy.request))
+    return build(legacy.request_class, _read(reader, legacy.request), older_fields=True)
 
 
 # -- writing ---------------------------------------------------------------------------
@@ -415,20 +416,38 @@ _LOG_DIRS_RESPONSE = S(("throttle_time", INT32), ("results", A(S(
     ("topics", A(S(("name", STRING), ("partitions", A(_LOG_DIR_PARTITION)))))))))  # fmt: skip
 
 _VERSIONS: tuple[LegacyVersion, ...] = (
-    *(LegacyVersion(0, v, 3, _PRODUCE_REQUEST, _produce_response(v)) for v in (0, 1, 2)),
-    *(LegacyVersion(1, v, 4, _fetch_request(v), _fetch_response(v)) for v in (0, 1, 2, 3)),
-    LegacyVersion(2, 0, 1, _LIST_OFFSETS_REQUEST, _LIST_OFFSETS_RESPONSE),
-    *(LegacyVersion(8, v, 2, _offset_commit_request(v), _OFFSET_COMMIT_RESPONSE) for v in (0, 1)),
-    LegacyVersion(9, 0, 1, _OFFSET_FETCH_REQUEST, _OFFSET_FETCH_RESPONSE),
     *(
-        LegacyVersion(19, v, 2, _create_topics_request(v), _create_topics_response(v))
+        LegacyVersion(ApiKey.PRODUCE, v, 3, _PRODUCE_REQUEST, _produce_response(v))
+        for v in (0, 1, 2)
+    ),
+    *(
+        LegacyVersion(ApiKey.FETCH, v, 4, _fetch_request(v), _fetch_response(v))
+        for v in (0, 1, 2, 3)
+    ),
+    LegacyVersion(ApiKey.LIST_OFFSETS, 0, 1, _LIST_OFFSETS_REQUEST, _LIST_OFFSETS_RESPONSE),
+    *(
+        LegacyVersion(
+            ApiKey.OFFSET_COMMIT, v, 2, _offset_commit_request(v), _OFFSET_COMMIT_RESPONSE
+        )
         for v in (0, 1)
     ),
-    LegacyVersion(20, 0, 1, _DELETE_TOPICS_REQUEST, _DELETE_TOPICS_RESPONSE),
-    *(LegacyVersion(23, v, 2, _EPOCH_REQUEST, _epoch_response(v)) for v in (0, 1)),
-    LegacyVersion(27, 0, 1, _MARKERS_REQUEST, _MARKERS_RESPONSE),
-    LegacyVersion(32, 0, 1, _DESCRIBE_CONFIGS_REQUEST, _DESCRIBE_CONFIGS_RESPONSE),
-    LegacyVersion(35, 0, 1, _LOG_DIRS_REQUEST, _LOG_DIRS_RESPONSE),
+    LegacyVersion(ApiKey.OFFSET_FETCH, 0, 1, _OFFSET_FETCH_REQUEST, _OFFSET_FETCH_RESPONSE),
+    *(
+        LegacyVersion(
+            ApiKey.CREATE_TOPICS, v, 2, _create_topics_request(v), _create_topics_response(v)
+        )
+        for v in (0, 1)
+    ),
+    LegacyVersion(ApiKey.DELETE_TOPICS, 0, 1, _DELETE_TOPICS_REQUEST, _DELETE_TOPICS_RESPONSE),
+    *(
+        LegacyVersion(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, 2, _EPOCH_REQUEST, _epoch_response(v))
+        for v in (0, 1)
+    ),
+    LegacyVersion(ApiKey.WRITE_TXN_MARKERS, 0, 1, _MARKERS_REQUEST, _MARKERS_RESPONSE),
+    LegacyVersion(
+        ApiKey.DESCRIBE_CONFIGS, 0, 1, _DESCRIBE_CONFIGS_REQUEST, _DESCRIBE_CONFIGS_RESPONSE
+    ),
+    LegacyVersion(ApiKey.DESCRIBE_LOG_DIRS, 0, 1, _LOG_DIRS_REQUEST, _LOG_DIRS_RESPONSE),
 )
 
 _BY_KEY: dict[tuple[int, int], LegacyVersion] = {(v.api_key, v.version): v for v in _VERSIONS}

@@ -26,11 +26,11 @@ import uuid
 from datetime import timedelta
 from typing import Any, NamedTuple
 
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader, request_class
 
 __all__ = ["FIRST_VERSION", "LAST_VERSION", "decode_produce_request"]
 
-API_KEY = 0
 FIRST_VERSION = 3
 LAST_VERSION = 13
 _FIRST_FLEXIBLE = 9
@@ -54,7 +54,7 @@ _classes: dict[int, _Classes] = {}
 def _classes_for(version: int) -> _Classes | None:
     classes = _classes.get(version)
     if classes is None:
-        request = request_class(API_KEY, version)
+        request = request_class(ApiKey.PRODUCE, version)
         if request is None:
             return None
         module = sys.modules[request.__module__]
@@ -88,7 +88,7 @@ def decode_produce_request(
         api_key, version, correlation_id, client_id_length = _HEADER.unpack_from(frame, 0)
     except struct.error:
         return None
-    if api_key != API_KEY or not FIRST_VERSION <= version <= LAST_VERSION:
+    if api_key != ApiKey.PRODUCE or not FIRST_VERSION <= version <= LAST_VERSION:
         return None
     classes = _classes.get(version) or _classes_for(version)
     if classes is None:

@@ -34,6 +34,7 @@ from samsa.client.config import ClientConfig, admin_config
 from samsa.client.errors import error_for
 from samsa.client.producer import Producer
 from samsa.errors import ErrorCode, KafkaError, SamsaError
+from samsa.protocol.api_keys import ApiKey
 
 __all__ = [
     "PreparedTransaction",
@@ -42,7 +43,6 @@ __all__ = [
     "prepared_transaction",
 ]
 
-END_TXN = 26
 END_TXN_MAX_VERSION = 4  # v5 is transactions version 2, which samsa's producer does not use
 # The transaction was ended or fenced under this epoch: it timed out or another attempt
 # of the task took over.
@@ -120,7 +120,7 @@ async def _end(
             "producer_epoch": txn.producer_epoch, "committed": commit}  # fmt: skip
     try:
         await _to_coordinator(
-            cluster, config, txn.transactional_id, api_key=END_TXN, body=body, what="EndTxn",
+            cluster, config, txn.transactional_id, api_key=ApiKey.END_TXN, body=body, what="EndTxn",
             error_of=lambda r: int(r.error_code), max_version=END_TXN_MAX_VERSION,
         )  # fmt: skip
     except KafkaError as e:

@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from samsa.protocol.api_keys import ApiKey
 from samsa.testing.broker import SCHEMA_REGISTRY_ON, BrokerProcess
 from samsa.testing.zookeeper import ZooKeeperServer, free_port
 
 DEFAULT_SESSION_TIMEOUT_MS = 6000
-METADATA = 3
 
 
 class LocalCluster:
@@ -127,7 +127,7 @@ class LocalCluster:
             await connection.open()
             try:
                 body = {"topics": [], "allow_auto_topic_creation": False}
-                response = await connection.request(METADATA, body)
+                response = await connection.request(ApiKey.METADATA, body)
                 return sorted(int(b.node_id) for b in response.brokers)
             finally:
                 await connection.close()

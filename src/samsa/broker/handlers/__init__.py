@@ -17,9 +17,16 @@ from samsa.broker.handlers import (
     cluster,
     configs,
     consumer_groups,
+    delete_groups,
+    delete_records,
+    describe_groups,
+    describe_transactions,
     elections,
+    end_txn,
     fetch,
     groups,
+    heartbeat,
+    join_group,
     leader_epochs,
     list_offsets,
     log_dirs,
@@ -121,13 +128,9 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     )
     list_offsets.register(registry, replicas=s.replica_manager)
     leader_epochs.register(registry, replicas=s.replica_manager)
-    producer_id.register(
-        registry,
-        allocate_producer_id=s.allocate_producer_id,
-        txn_coordinator=s.txn_coordinator,
-        topics=s.topics,
-    )
-    partitions.register(registry, metadata=s.metadata, topics=s.topics, replicas=s.replica_manager)
+    producer_id.register(registry, s)
+    partitions.register(registry, metadata=s.metadata, topics=s.topics)
+    delete_records.register(registry, s)
     cluster.register(registry, metadata=s.metadata)
     configs.register(registry, s)
     groups.register(
@@ -141,6 +144,12 @@ def register_all(registry: ApiRegistry, s: Services) -> None:
     consumer_groups.register(
         registry, metadata=s.metadata, topic_manager=s.topics, group_coordinator=s.group_coordinator
     )
+    join_group.register(registry, s)
+    heartbeat.register(registry, s)
+    describe_groups.register(registry, s)
+    delete_groups.register(registry, s)
+    end_txn.register(registry, s)
+    describe_transactions.register(registry, s)
     transactions.register(
         registry,
         config=config,

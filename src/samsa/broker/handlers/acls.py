@@ -37,9 +37,9 @@ from samsa.broker.security.authorizer import (
     current_authorizer,
 )
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 
-DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 _DISABLED = "No Authorizer is configured on the broker"
 _CLUSTER_DENIED = "Cluster authorization failed."
 
@@ -161,6 +161,6 @@ def register(registry: ApiRegistry) -> None:
             ]})  # fmt: skip
         return respond(header, {"throttle_time": 0, "filter_results": results})
 
-    registry.add(DESCRIBE_ACLS, 1, 3, describe_acls)
-    registry.add(CREATE_ACLS, 1, 3, create_acls)
-    registry.add(DELETE_ACLS, 1, 3, delete_acls)
+    registry.add(ApiKey.DESCRIBE_ACLS, 1, 3, describe_acls)
+    registry.add(ApiKey.CREATE_ACLS, 1, 3, create_acls)
+    registry.add(ApiKey.DELETE_ACLS, 1, 3, delete_acls)

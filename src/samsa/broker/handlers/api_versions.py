@@ -13,10 +13,9 @@ from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersio
 from samsa.broker.api import respond
 from samsa.broker.network.registry import ApiRegistry
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build
 from samsa.protocol.codec import RequestHeader
-
-API_KEY = 18
 
 
 def _keys(registry: ApiRegistry) -> list[dict[str, int]]:
@@ -51,4 +50,4 @@ def register(registry: ApiRegistry) -> None:
             cache[header.api_version] = response
         return response
 
-    registry.add(API_KEY, 0, 4, handle)
+    registry.add(ApiKey.API_VERSIONS, 0, 4, handle)

@@ -35,10 +35,8 @@ from samsa.broker.quota.manager import ClientQuotas
 from samsa.broker.quota.store import QuotaStore
 from samsa.broker.security.authorizer import authorize_cluster
 from samsa.errors import ErrorCode, InvalidRequestError, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
-
-DESCRIBE_CLIENT_QUOTAS = 48
-ALTER_CLIENT_QUOTAS = 49
 
 
 class QuotaServices(Protocol):
@@ -130,5 +128,5 @@ def register(registry: ApiRegistry, broker: QuotaServices) -> None:
                         result.update(error_fields(exc))
         return respond(header, {"throttle_time": 0, "entries": results})
 
-    registry.add(DESCRIBE_CLIENT_QUOTAS, 0, 1, describe)
-    registry.add(ALTER_CLIENT_QUOTAS, 0, 1, alter)
+    registry.add(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, describe)
+    registry.add(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1, alter)

@@ -24,9 +24,8 @@ from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorized_operations import cluster_operations
 from samsa.broker.security.authorizer import authorize_cluster
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
-
-API_KEY = 60
 
 
 class EndpointType(IntEnum):
@@ -81,4 +80,4 @@ def register(registry: ApiRegistry, *, metadata: MetadataCache) -> None:
             },
         )
 
-    registry.add(API_KEY, 0, 2, handle)
+    registry.add(ApiKey.DESCRIBE_CLUSTER, 0, 2, handle)

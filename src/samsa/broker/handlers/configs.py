@@ -69,6 +69,7 @@ from samsa.errors import (
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.storage.log_config import TOPIC_CONFIG
 
@@ -93,11 +94,6 @@ class ConfigsServices(Protocol):
 
     @property
     def topics(self) -> TopicManager: ...
-
-
-DESCRIBE_CONFIGS = 32
-ALTER_CONFIGS = 33
-INCREMENTAL_ALTER_CONFIGS = 44
 
 
 class ResourceType(IntEnum):
@@ -509,6 +505,6 @@ def register(registry: ApiRegistry, broker: ConfigsServices) -> None:
         results = await _alter(broker, body.resources, body.validate_only, incremental=True)
         return respond(header, {"throttle_time": 0, "responses": results})
 
-    registry.add(DESCRIBE_CONFIGS, 0, 4, describe_configs)
-    registry.add(ALTER_CONFIGS, 0, 2, alter_configs)
-    registry.add(INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs)
+    registry.add(ApiKey.DESCRIBE_CONFIGS, 0, 4, describe_configs)
+    registry.add(ApiKey.ALTER_CONFIGS, 0, 2, alter_configs)
+    registry.add(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, incremental_alter_configs)

@@ -50,10 +50,10 @@ from samsa.coordinator.group.consumer_group import ConsumerGroup, ConsumerGroupM
 from samsa.coordinator.group.consumer_group_manager import HeartbeatRequest, topic_partitions
 from samsa.coordinator.group.coordinator import GroupCoordinator
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 
-CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69
 CONSUMER_MEMBER_TYPE = 1
 """ConsumerGroupDescribe v1's ``MemberType``: 0 classic, 1 consumer (KIP-1099)."""
 
@@ -188,5 +188,5 @@ def register(
             })  # fmt: skip
         return respond(header, {"throttle_time": 0, "groups": described})
 
-    registry.add(CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_group_heartbeat)
-    registry.add(CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_group_describe)
+    registry.add(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1, consumer_group_heartbeat)
+    registry.add(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1, consumer_group_describe)

@@ -26,10 +26,10 @@ from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize_cluster
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-API_KEY = 43
 UNCLEAN = 1
 
 ElectionResults = dict[TopicPartition, tuple[ErrorCode, str | None]]
@@ -82,7 +82,7 @@ def register(registry: ApiRegistry, *, elect: Elect) -> None:
                                          for t, ps in grouped.items()],
         })  # fmt: skip
 
-    registry.add(API_KEY, 0, 2, handle)
+    registry.add(ApiKey.ELECT_LEADERS, 0, 2, handle)
 
 
 def _refused(

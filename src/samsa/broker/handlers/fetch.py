@@ -114,6 +114,7 @@ from samsa.errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.fetch_response import (
     TOPIC_IDS_FROM,
@@ -129,7 +130,6 @@ log = logging.getLogger(__name__)
 
 _REFUSED_UNREAD = (TopicAuthorizationFailedError, UnknownTopicIdError, UnknownTopicOrPartitionError)
 
-API_KEY = 1
 TOPIC = ResourceType.TOPIC
 READ_COMMITTED = 1
 DOWN_CONVERT_FROM = 4
@@ -399,7 +399,7 @@ def register(
             else:
                 stats.bytes_out += sent
 
-    registry.add(API_KEY, 0, 17, handle)
+    registry.add(ApiKey.FETCH, 0, 17, handle)
 
 
 def region_bytes(topics: list[FetchTopic]) -> dict[str, int]:

@@ -1,5 +1,11 @@
-"""Group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups.
+"""Group APIs: FindCoordinator, LeaveGroup, OffsetCommit, OffsetFetch. The others are
+typed handlers of their own modules: JoinGroup and SyncGroup
+(:mod:`~samsa.broker.handlers.join_group`), Heartbeat
+(:mod:`~samsa.broker.handlers.heartbeat`), DescribeGroups and ListGroups
+(:mod:`~samsa.broker.handlers.describe_groups`), DeleteGroups and OffsetDelete
+(:mod:`~samsa.broker.handlers.delete_groups`). These four keep versions whose fields
+the newest lacks (FindCoordinator v0–3's one key, LeaveGroup v0–2's one member,
+OffsetFetch v0–7's one group, OffsetCommit's topic names before v10).
 
 A group's coordinator is the leader of its ``__consumer_offsets`` partition (on a
 single node, this broker for every group); ``__consumer_offsets`` is created on the
@@ -42,27 +48,22 @@ from collections.abc import Callable
 from typing import Any
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import client_host, error_fields, respond
+from samsa.broker.api import error_fields, respond
 from samsa.broker.config import BrokerConfig
 from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.metadata.topic_manager import TopicManager
 from samsa.broker.network.registry import ApiRegistry
-from samsa.broker.security.authorized_operations import group_operations
-from samsa.broker.security.authorizer import authorize, authorize_cluster
+from samsa.broker.security.authorizer import authorize
 from samsa.coordinator.group.coordinator import (
     GroupCoordinator,
-    JoinRequest,
     OffsetCommitMember,
     PartitionOffset,
 )
 from samsa.errors import ErrorCode, KafkaError
-from samsa.protocol.build import duration_ms
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
-DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 15, 16, 42, 47
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 READ, DELETE, DESCRIBE = AclOperation.READ, AclOperation.DELETE, AclOperation.DESCRIBE
@@ -136,76 +137,7 @@ def register(
         answer.pop("key")
         return respond(header, {"throttle_time": 0, **answer})
 
-    # -- membership ------------------------------------------------------------------
-    async def join_group(header: RequestHeader, body: Any) -> Any:
-        if not authorize(READ, GROUP, body.group_id):
-            no_protocol = None if header.api_version >= 7 else ""
-            return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED,
-                                    "generation_id": -1, "protocol_name": no_protocol,
-                                    "leader": "", "member_id": "", "members": []})  # fmt: skip
-        await topic_manager.ensure_offsets_topic()
-        session_ms = duration_ms(body.session_timeout)
-        rebalance = getattr(body, "rebalance_timeout", None)
-        request = JoinRequest(
-            group_id=body.group_id,
-            member_id=body.member_id,
-            group_instance_id=getattr(body, "group_instance_id", None),
-            client_id=header.client_id or "",
-            client_host=client_host.get(),
-            session_timeout_ms=session_ms,
-            rebalance_timeout_ms=session_ms if rebalance is None else duration_ms(rebalance),
-            protocol_type=body.protocol_type,
-            protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
-            require_known_member_id=header.api_version >= 4,
-            supports_skip_assignment=header.api_version >= 9,
-        )
-        result = await coordinator.join(request)
-        no_name = None if header.api_version >= 7 else ""
-        return respond(header, {
-            "throttle_time": 0,
-            "error_code": result.error,
-            "generation_id": result.generation,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name if result.protocol_name is not None else no_name,
-            "leader": result.leader,
-            "skip_assignment": result.skip_assignment,
-            "member_id": result.member_id,
-            "members": [{"member_id": member_id, "group_instance_id": instance, "metadata": meta}
-                        for member_id, instance, meta in result.members],
-        })  # fmt: skip
-
-    async def sync_group(header: RequestHeader, body: Any) -> Any:
-        if not authorize(READ, GROUP, body.group_id):
-            return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED,
-                                    "assignment": b""})  # fmt: skip
-        result = await coordinator.sync(
-            body.group_id,
-            body.generation_id,
-            body.member_id,
-            group_instance_id=getattr(body, "group_instance_id", None),
-            protocol_type=getattr(body, "protocol_type", None),
-            protocol_name=getattr(body, "protocol_name", None),
-            assignments={a.member_id: bytes(a.assignment) for a in body.assignments},
-        )
-        return respond(header, {
-            "throttle_time": 0,
-            "error_code": result.error,
-            "protocol_type": result.protocol_type,
-            "protocol_name": result.protocol_name,
-            "assignment": result.assignment,
-        })  # fmt: skip
-
-    async def heartbeat(header: RequestHeader, body: Any) -> Any:
-        if not authorize(READ, GROUP, body.group_id):
-            return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED})
-        error = coordinator.heartbeat(
-            body.group_id,
-            body.generation_id,
-            body.member_id,
-            getattr(body, "group_instance_id", None),
-        )
-        return respond(header, {"throttle_time": 0, "error_code": error})
-
+    # -- membership (JoinGroup and SyncGroup: handlers/join_group.py) ------------------
     async def leave_group(header: RequestHeader, body: Any) -> Any:
         if not authorize(READ, GROUP, body.group_id):
             return respond(header, {"throttle_time": 0, "error_code": GROUP_DENIED, "members": []})
@@ -348,92 +280,7 @@ def register(
         answer.pop("group_id")
         return respond(header, {"throttle_time": 0, **answer})
 
-    async def offset_delete(header: RequestHeader, body: Any) -> Any:
-        if not authorize(DELETE, GROUP, body.group_id):
-            return respond(header, {"error_code": GROUP_DENIED, "throttle_time": 0, "topics": []})
-        wanted = [TopicPartition(t.name, p.partition_index) for t in body.topics
-                  for p in t.partitions]  # fmt: skip
-        refused = {tp for tp in wanted if not authorize(READ, TOPIC, tp.topic)}
-        top, codes = await coordinator.delete_offsets(
-            body.group_id, [tp for tp in wanted if tp not in refused]
-        )
-        codes = {**codes, **dict.fromkeys(refused, ErrorCode.TOPIC_AUTHORIZATION_FAILED)}
-        topics: dict[str, list[dict[str, Any]]] = {}
-        if top == ErrorCode.NONE:
-            for tp in wanted:
-                topics.setdefault(tp.topic, []).append(
-                    {"partition_index": tp.partition, "error_code": codes.get(tp, ErrorCode.NONE)}
-                )
-        return respond(header, {
-            "error_code": top,
-            "throttle_time": 0,
-            "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
-        })  # fmt: skip
-
-    # -- group admin -----------------------------------------------------------------
-    async def describe_groups(header: RequestHeader, body: Any) -> Any:
-        include_ops = getattr(body, "include_authorized_operations", False)
-        described = []
-        for group_id in body.groups:
-            if not authorize(DESCRIBE, GROUP, group_id):
-                described.append({"error_code": GROUP_DENIED, "group_id": group_id,
-                                  "group_state": "", "protocol_type": "", "protocol_data": "",
-                                  "members": [], "authorized_operations": -(2**31)})  # fmt: skip
-                continue
-            d = coordinator.describe(group_id)
-            error = coordinator.coordinator_error(group_id)
-            described.append({
-                "error_code": ErrorCode.INVALID_GROUP_ID if not group_id else error,
-                "group_id": group_id,
-                "group_state": d.state,
-                "protocol_type": d.protocol_type,
-                "protocol_data": d.protocol,
-                "members": [{
-                    "member_id": m.member_id,
-                    "group_instance_id": m.group_instance_id,
-                    "client_id": m.client_id,
-                    "client_host": m.client_host,
-                    "member_metadata": m.metadata,
-                    "member_assignment": m.assignment,
-                } for m in d.members],
-                "authorized_operations": group_operations(include_ops, group_id),
-            })  # fmt: skip
-        return respond(header, {"throttle_time": 0, "groups": described})
-
-    async def list_groups(header: RequestHeader, body: Any) -> Any:
-        states = {s.lower() for s in getattr(body, "states_filter", ())}
-        types = {t.lower() for t in getattr(body, "types_filter", ())}
-        groups = []
-        every_group = authorize_cluster(DESCRIBE)
-        for group_id, protocol_type, state, group_type in coordinator.list_groups():
-            if not every_group and not authorize(DESCRIBE, GROUP, group_id):
-                continue
-            if states and state.lower() not in states:
-                continue
-            if types and group_type not in types:
-                continue
-            groups.append({"group_id": group_id, "protocol_type": protocol_type,
-                           "group_state": state, "group_type": group_type})  # fmt: skip
-        return respond(header, {"throttle_time": 0, "error_code": ErrorCode.NONE, "groups": groups})
-
-    async def delete_groups(header: RequestHeader, body: Any) -> Any:
-        names = list(body.groups_names)
-        refused = {g for g in names if not authorize(DELETE, GROUP, g)}
-        results = await coordinator.delete_groups([g for g in names if g not in refused])
-        results.update(dict.fromkeys(refused, GROUP_DENIED))
-        return respond(header, {
-            "throttle_time": 0,
-            "results": [{"group_id": g, "error_code": code} for g, code in results.items()],
-        })  # fmt: skip
-
-    registry.add(FIND_COORDINATOR, 0, 6, find_coordinator)
-    registry.add(JOIN_GROUP, 0, 9, join_group)
-    registry.add(SYNC_GROUP, 0, 5, sync_group)
-    registry.add(HEARTBEAT, 0, 4, heartbeat)
-    registry.add(LEAVE_GROUP, 0, 5, leave_group)
-    registry.add(OFFSET_COMMIT, 0, 10, offset_commit)
-    registry.add(OFFSET_FETCH, 0, 10, offset_fetch)
-    registry.add(OFFSET_DELETE, 0, 0, offset_delete)
-    registry.add(DESCRIBE_GROUPS, 0, 5, describe_groups)
-    registry.add(LIST_GROUPS, 0, 5, list_groups)
-    registry.add(DELETE_GROUPS, 0, 2, delete_groups)
+    registry.add(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator)
+    registry.add(ApiKey.LEAVE_GROUP, 0, 5, leave_group)
+    registry.add(ApiKey.OFFSET_COMMIT, 0, 10, offset_commit)
+    registry.add(ApiKey.OFFSET_FETCH, 0, 10, offset_fetch)

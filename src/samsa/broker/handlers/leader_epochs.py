@@ -24,10 +24,9 @@ from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.broker.security.authorizer import authorize, authorize_cluster
 from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
-
-API_KEY = 23
 
 
 def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
@@ -55,4 +54,4 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
             topics.append({"topic": topic.topic, "partitions": partitions})
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    registry.add(API_KEY, 0, 4, handle)
+    registry.add(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4, handle)

@@ -21,11 +21,11 @@ from samsa.broker.api import respond
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize_cluster
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.storage import LogManager
 from samsa.types import TopicPartition
 
-API_KEY = 35
 CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
@@ -63,4 +63,4 @@ def register(registry: ApiRegistry, *, log_manager: LogManager) -> None:
         return respond(header, {"throttle_time": 0, "error_code": ErrorCode.NONE,
                                 "results": results})  # fmt: skip
 
-    registry.add(API_KEY, 0, 4, handle)
+    registry.add(ApiKey.DESCRIBE_LOG_DIRS, 0, 4, handle)

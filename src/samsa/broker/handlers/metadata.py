@@ -62,6 +62,7 @@ from samsa.broker.security.authorized_operations import cluster_operations, topi
 from samsa.broker.security.authorizer import authorize, authorize_cluster, authorized_names
 from samsa.cluster.local import TopicInfo, validate_topic_name
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import build, nested_class
 from samsa.protocol.codec import RequestHeader, encode_response
 from samsa.protocol.legacy import legacy_version
@@ -85,8 +86,6 @@ class MetadataServices(Protocol):
     def client_quotas(self) -> ClientQuotas: ...
 
 
-API_KEY = 3
-DESCRIBE_TOPIC_PARTITIONS = 75
 FLEXIBLE_FROM = 9
 TOPIC = ResourceType.TOPIC
 TOPICS_PER_TURN = 500
@@ -434,5 +433,5 @@ def register(registry: ApiRegistry, broker: MetadataServices) -> None:
                 break
         return respond(header, {"throttle_time": 0, "topics": topics, "next_cursor": next_cursor})
 
-    registry.add(API_KEY, 0, 13, handle)
-    registry.add(DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions)
+    registry.add(ApiKey.METADATA, 0, 13, handle)
+    registry.add(ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0, 0, describe_topic_partitions)

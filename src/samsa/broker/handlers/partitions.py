@@ -1,14 +1,13 @@
-"""CreatePartitions (key 37, versions 0–3) and DeleteRecords (key 21, versions 0–2).
+"""CreatePartitions (key 37, versions 0–3); DeleteRecords is
+:mod:`~samsa.broker.handlers.delete_records`.
 
 The topic manager (:mod:`samsa.broker.metadata.topic_manager`) checks and makes the
 new partitions (a single node: a manual assignment may name only this broker,
 one replica per partition). One request may add at most 10 000 partitions
 (POLICY_VIOLATION otherwise, as Kafka caps CreateTopics, KAFKA-17870).
-Both refuse internal topics (INVALID_TOPIC_EXCEPTION, see
-:mod:`samsa.broker.metadata.internal_topics`). DeleteRecords completes at once — there
-are no followers whose low watermark to wait for — so ``timeout`` is not used;
-offset -1 means the high watermark. With the authorizer on, CreatePartitions needs
-ALTER on each topic and DeleteRecords DELETE (TOPIC_AUTHORIZATION_FAILED), as Kafka's.
+Internal topics are refused (INVALID_TOPIC_EXCEPTION, see
+:mod:`samsa.broker.metadata.internal_topics`). With the authorizer on, CreatePartitions
+needs ALTER on each topic (TOPIC_AUTHORIZATION_FAILED), as Kafka's.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from samsa.broker.metadata.internal_topics import refuse_client_change
 from samsa.broker.metadata.metadata_cache import MetadataCache
 from samsa.broker.metadata.topic_manager import TopicManager
 from samsa.broker.network.registry import ApiRegistry
-from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.broker.security.authorizer import authorize
 from samsa.errors import (
     ErrorCode,
@@ -32,12 +30,10 @@ from samsa.errors import (
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
-from samsa.types import TopicPartition
 
-CREATE_PARTITIONS = 37
-DELETE_RECORDS = 21
 MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
@@ -51,7 +47,6 @@ def register(
     *,
     metadata: MetadataCache,
     topics: TopicManager,
-    replicas: ReplicaManager,
 ) -> None:
     async def grow_one(
         topic: Any, validate_only: bool, over_limit: bool, timeout_ms: int
@@ -77,13 +72,6 @@ def register(
         except KafkaError as exc:
             return {"name": name, **error_fields(exc)}
 
-    def delete_before(tp: TopicPartition, offset: int) -> int:
-        """Move ``tp``'s log start offset to ``offset`` (-1: the high watermark)."""
-        if not authorize(AclOperation.DELETE, ResourceType.TOPIC, tp.topic):
-            raise TopicAuthorizationFailedError(f"not authorized to delete records of {tp.topic}")
-        refuse_client_change(metadata, tp.topic, "delete records of")
-        return replicas.delete_records(tp, offset)
-
     async def create_partitions(header: RequestHeader, body: Any) -> Any:
         names = Counter(topic.name for topic in body.topics)
         unique = [topic for topic in body.topics if names[topic.name] == 1]
@@ -94,22 +82,4 @@ def register(
         results += [{"name": name, **duplicate} for name, count in names.items() if count > 1]
         return respond(header, {"throttle_time": 0, "results": results})
 
-    async def delete_records(header: RequestHeader, body: Any) -> Any:
-        topics_out = []
-        for topic in body.topics:
-            partitions = []
-            for p in topic.partitions:
-                entry: dict[str, Any] = {"partition_index": p.partition_index}
-                try:
-                    tp = TopicPartition(topic.name, p.partition_index)
-                    entry.update(
-                        low_watermark=delete_before(tp, p.offset), error_code=ErrorCode.NONE
-                    )
-                except KafkaError as exc:
-                    entry.update(low_watermark=-1, error_code=exc.code)
-                partitions.append(entry)
-            topics_out.append({"name": topic.name, "partitions": partitions})
-        return respond(header, {"throttle_time": 0, "topics": topics_out})
-
-    registry.add(CREATE_PARTITIONS, 0, 3, create_partitions)
-    registry.add(DELETE_RECORDS, 0, 2, delete_records)
+    registry.add(ApiKey.CREATE_PARTITIONS, 0, 3, create_partitions)

@@ -72,6 +72,7 @@ from samsa.errors import (
     UnknownTopicOrPartitionError,
     for_code,
 )
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.protocol.produce_response import FIRST_VERSION as FIRST_ENCODED_VERSION
@@ -82,7 +83,6 @@ from samsa.records.legacy import is_message_set, message_set_to_batch
 from samsa.storage.validator import RecordValidationError
 from samsa.types import TopicPartition
 
-API_KEY = 0
 WRITE, TOPIC = AclOperation.WRITE, ResourceType.TOPIC
 
 
@@ -263,7 +263,7 @@ def register(
         entry.update(error_fields(for_code(code)(f"acks=all: {code.name}")))
         note_error(code)
 
-    registry.add(API_KEY, 0, 13, handle)
+    registry.add(ApiKey.PRODUCE, 0, 13, handle)
 
 
 def _answer(header: RequestHeader, topics: list[dict[str, Any]], throttle_ms: int) -> Any:

@@ -11,64 +11,87 @@ which introduced it. With the authorizer on, a transactional id needs WRITE on i
 (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent producer needs
 IDEMPOTENT_WRITE on the cluster or WRITE on some topic (CLUSTER_AUTHORIZATION_FAILED),
 as Kafka's.
+
+A typed handler (:func:`samsa.broker.typed_api.serve`) of InitProducerId v5: before v3 the
+request has no producer id and epoch, read as -1 (the newest schema's defaults).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
+
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
+from kio.schema.init_producer_id.v5.response import InitProducerIdResponse
+from kio.schema.types import ProducerId
+from kio.static.primitive import i16
 
 from samsa.acl import AclOperation, ResourceType
-from samsa.broker.api import respond
+from samsa.broker.api import NO_THROTTLE, kio_error
 from samsa.broker.handlers.transactions import for_version
-from samsa.broker.metadata.topic_manager import TopicManager
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize, authorize_any, authorize_cluster
+from samsa.broker.typed_api import TypedApi
 from samsa.coordinator.transaction.coordinator import TransactionCoordinator
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 
-API_KEY = 22
+INIT_PRODUCER_ID = TypedApi(
+    ApiKey.INIT_PRODUCER_ID, (0, 5), InitProducerIdRequest, InitProducerIdResponse
+)
 MAX_EPOCH = 32767
 
 
-def register(
-    registry: ApiRegistry,
-    *,
-    allocate_producer_id: Callable[[], int],
-    txn_coordinator: TransactionCoordinator,
-    topics: TopicManager,
-) -> None:
-    async def handle(header: RequestHeader, body: Any) -> Any:
-        producer_id = getattr(body, "producer_id", -1)
-        epoch = getattr(body, "producer_epoch", -1)
-        if refused := _refused(body.transactional_id):
-            return respond(header, {"throttle_time": 0, "error_code": refused, "producer_id": -1,
-                                    "producer_epoch": -1})  # fmt: skip
-        if body.transactional_id is not None:
-            if body.transactional_id:  # an empty id is refused without creating anything
-                await topics.ensure_transaction_topic()
-            result = await txn_coordinator.init_producer_id(
-                body.transactional_id, duration_ms(body.transaction_timeout), producer_id, epoch
-            )
-            error = for_version(result.error, header.api_version, fenced_since=4)
-            return respond(
-                header,
-                {"throttle_time": 0, "error_code": error, "producer_id": result.producer_id,
-                 "producer_epoch": result.producer_epoch},
-            )  # fmt: skip
-        if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
-            new_id, new_epoch = producer_id, epoch + 1
-        else:
-            new_id, new_epoch = allocate_producer_id(), 0
-        return respond(
-            header,
-            {"throttle_time": 0, "error_code": ErrorCode.NONE, "producer_id": new_id,
-             "producer_epoch": new_epoch},
-        )  # fmt: skip
+class TransactionStateTopic(Protocol):
+    async def ensure_transaction_topic(self) -> None: ...
 
-    registry.add(API_KEY, 0, 5, handle)
+
+class ProducerIdServices(Protocol):
+    """The part of the broker InitProducerId uses."""
+
+    @property
+    def allocate_producer_id(self) -> Callable[[], int]: ...
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator: ...
+
+    @property
+    def topics(self) -> TransactionStateTopic: ...
+
+
+def _answer(error: ErrorCode, producer_id: int, epoch: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(
+        throttle_time=NO_THROTTLE,
+        error_code=kio_error(error),
+        producer_id=ProducerId(producer_id),
+        producer_epoch=i16(epoch),
+    )
+
+
+async def init_producer_id(
+    broker: ProducerIdServices, header: RequestHeader, request: InitProducerIdRequest
+) -> InitProducerIdResponse:
+    transactional_id = request.transactional_id
+    producer_id, epoch = request.producer_id, request.producer_epoch
+    if refused := _refused(transactional_id):
+        return _answer(refused, -1, -1)
+    if transactional_id is not None:
+        if transactional_id:  # an empty id is refused without creating anything
+            await broker.topics.ensure_transaction_topic()
+        result = await broker.txn_coordinator.init_producer_id(
+            transactional_id, duration_ms(request.transaction_timeout), producer_id, epoch
+        )
+        error = for_version(result.error, header.api_version, fenced_since=4)
+        return _answer(error, result.producer_id, result.producer_epoch)
+    if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+        return _answer(ErrorCode.NONE, producer_id, epoch + 1)
+    return _answer(ErrorCode.NONE, broker.allocate_producer_id(), 0)
+
+
+def register(registry: ApiRegistry, broker: ProducerIdServices) -> None:
+    INIT_PRODUCER_ID.serve(registry, init_producer_id, broker)
 
 
 def _refused(transactional_id: str | None) -> ErrorCode:

@@ -19,10 +19,9 @@ from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.broker.security.authorizer import authorize
 from samsa.errors import ErrorCode, KafkaError, TopicAuthorizationFailedError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
-
-API_KEY = 61
 
 
 def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
@@ -55,4 +54,4 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
             topics.append({"name": topic.name, "partitions": partitions})
         return respond(header, {"throttle_time": 0, "topics": topics})
 
-    registry.add(API_KEY, 0, 0, handle)
+    registry.add(ApiKey.DESCRIBE_PRODUCERS, 0, 0, handle)

@@ -28,10 +28,10 @@ from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize_cluster
 from samsa.cluster.reassignment import Reassignment
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-ALTER, LIST = 45, 46
 _CLUSTER_DENIED = "Cluster authorization failed."
 
 Results = dict[TopicPartition, tuple[ErrorCode, str | None]]
@@ -131,8 +131,8 @@ def register(
             "topics": [{"name": t, "partitions": ps} for t, ps in grouped.items()],
         })  # fmt: skip
 
-    registry.add(ALTER, 0, 1, alter)
-    registry.add(LIST, 0, 0, list_moves)
+    registry.add(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1, alter)
+    registry.add(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, list_moves)
 
 
 def _original(moves: ListMoves, tp: TopicPartition, replicas: tuple[int, ...]) -> tuple[int, ...]:

@@ -19,13 +19,12 @@ from typing import Any
 from samsa.broker.api import respond
 from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.sasl_authenticator import (
-    SASL_AUTHENTICATE,
-    SASL_HANDSHAKE,
     SaslAuthenticator,
     SaslFailure,
     current_authenticator,
 )
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 
 
@@ -63,8 +62,8 @@ def register(registry: ApiRegistry) -> None:
         lifetime = _session_lifetime_ms(authenticator) if complete else 0
         return _answer(header, ErrorCode.NONE, None, token, lifetime)
 
-    registry.add(SASL_HANDSHAKE, 0, 1, handshake)
-    registry.add(SASL_AUTHENTICATE, 0, 2, authenticate)
+    registry.add(ApiKey.SASL_HANDSHAKE, 0, 1, handshake)
+    registry.add(ApiKey.SASL_AUTHENTICATE, 0, 2, authenticate)
 
 
 def _session_lifetime_ms(authenticator: SaslAuthenticator) -> int:

@@ -27,6 +27,7 @@ from samsa.broker.network.registry import ApiRegistry
 from samsa.broker.security.authorizer import authorize_cluster
 from samsa.broker.security.scram_credentials import CredentialChange, ScramCredentials
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.security.scram import (
     MAX_ITERATIONS,
@@ -36,9 +37,6 @@ from samsa.security.scram import (
 )
 
 log = logging.getLogger(__name__)
-
-DESCRIBE_KEY = 50
-ALTER_KEY = 51
 
 
 def register(registry: ApiRegistry, *, credentials: ScramCredentials) -> None:
@@ -145,8 +143,8 @@ def register(registry: ApiRegistry, *, credentials: ScramCredentials) -> None:
             results.append({"user": name, "error_code": code, "error_message": message})
         return respond(header, {"throttle_time": 0, "results": results})
 
-    registry.add(DESCRIBE_KEY, 0, 0, describe)
-    registry.add(ALTER_KEY, 0, 0, alter)
+    registry.add(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, describe)
+    registry.add(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, alter)
 
 
 def _result(name: str, code: ErrorCode, message: str | None) -> dict[str, Any]:

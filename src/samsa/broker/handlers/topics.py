@@ -33,12 +33,11 @@ from samsa.errors import (
     TopicDeletionDisabledError,
     UnknownTopicIdError,
 )
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.build import duration_ms
 from samsa.protocol.codec import RequestHeader
 from samsa.storage.log_config import TOPIC_CONFIG
 
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
 MAX_PARTITIONS_PER_REQUEST = 10_000
 TOPIC = ResourceType.TOPIC
 
@@ -143,5 +142,5 @@ def register(
                 results.append({"name": name, "topic_id": topic_id, **error_fields(exc)})
         return respond(header, {"throttle_time": 0, "responses": results})
 
-    registry.add(CREATE_TOPICS, 0, 7, create_topics)
-    registry.add(DELETE_TOPICS, 0, 6, delete_topics)
+    registry.add(ApiKey.CREATE_TOPICS, 0, 7, create_topics)
+    registry.add(ApiKey.DELETE_TOPICS, 0, 6, delete_topics)

@@ -1,5 +1,8 @@
-"""Transaction APIs: AddPartitionsToTxn 0–5 (24), AddOffsetsToTxn 0–4 (25), EndTxn 0–5 (26),
-TxnOffsetCommit 0–5 (28), DescribeTransactions 0 (65), ListTransactions 0–1 (66).
+"""Transaction APIs: AddPartitionsToTxn 0–5 (24) and TxnOffsetCommit 0–5 (28). The
+others are typed handlers of their own modules: AddOffsetsToTxn 0–4 (25) and EndTxn 0–5
+(26) in :mod:`~samsa.broker.handlers.end_txn`, DescribeTransactions 0 (65) and
+ListTransactions 0–1 (66) in :mod:`~samsa.broker.handlers.describe_transactions`.
+AddPartitionsToTxn keeps versions 0–3, whose fields version 5 lacks (one transaction).
 
 A transactional id's coordinator is the leader of its ``__transaction_state``
 partition (on a single node, this broker for every id); ``__transaction_state`` is
@@ -43,7 +46,6 @@ caller may DESCRIBE; ListTransactions lists the ids the caller may DESCRIBE.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable
 from typing import Any
 
@@ -63,11 +65,10 @@ from samsa.coordinator.transaction.coordinator import (
     TransactionCoordinator,
 )
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
 
-ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
-DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
 CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 READ, WRITE, DESCRIBE = AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE
 TOPIC, GROUP, TRANSACTIONAL_ID = (
@@ -75,11 +76,6 @@ TOPIC, GROUP, TRANSACTIONAL_ID = (
     ResourceType.GROUP,
     ResourceType.TRANSACTIONAL_ID,
 )
-
-
-def _instant(timestamp_ms: int) -> datetime.datetime:
-    """A timestamp field that must be on the wire even when it is -1 (no transaction yet)."""
-    return datetime.datetime.fromtimestamp(timestamp_ms / 1000, tz=datetime.UTC)
 
 
 def for_version(
@@ -181,42 +177,6 @@ def register(
             header, {"throttle_time": 0, "results_by_topic_v3_and_below": result["topic_results"]}
         )
 
-    # -- AddOffsetsToTxn, EndTxn -------------------------------------------------------
-    async def add_offsets_to_txn(header: RequestHeader, body: Any) -> Any:
-        if not authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id):
-            return respond(
-                header,
-                {"throttle_time": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED},
-            )
-        if not authorize(READ, GROUP, body.group_id):
-            return respond(
-                header, {"throttle_time": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-            )
-        await topic_manager.ensure_offsets_topic()  # its partition gets this transaction's marker
-        error = await coordinator.add_offsets(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.group_id
-        )
-        error = for_version(error, header.api_version, fenced_since=2, abortable_since=4)
-        return respond(header, {"throttle_time": 0, "error_code": error})
-
-    async def end_txn(header: RequestHeader, body: Any) -> Any:
-        if not authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id):
-            return respond(
-                header,
-                {
-                    "throttle_time": 0,
-                    "producer_id": -1,
-                    "producer_epoch": -1,
-                    "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                },
-            )
-        error = await coordinator.end_txn(
-            body.transactional_id, body.producer_id, body.producer_epoch, body.committed
-        )
-        error = for_version(error, header.api_version, fenced_since=2, abortable_since=4)
-        return respond(header, {"throttle_time": 0, "error_code": error,
-                                "producer_id": -1, "producer_epoch": -1})  # fmt: skip
-
     # -- TxnOffsetCommit ---------------------------------------------------------------
     def producer_error(header: RequestHeader, body: Any) -> ErrorCode:
         """The transaction coordinator's verdict on the committing producer."""
@@ -282,55 +242,6 @@ def register(
             "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
         })  # fmt: skip
 
-    # -- admin -------------------------------------------------------------------------
-    async def describe_transactions(header: RequestHeader, body: Any) -> Any:
-        states = []
-        ids = body.transactional_ids
-        for transactional_id in ids:
-            if not authorize(DESCRIBE, TRANSACTIONAL_ID, transactional_id):
-                states.append({"error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                               "transactional_id": transactional_id,
-                               "transaction_start_time": _instant(0)})  # fmt: skip
-        allowed = [i for i in ids if authorize(DESCRIBE, TRANSACTIONAL_ID, i)]
-        for d in coordinator.describe_transactions(allowed) if allowed else ():
-            topics: dict[str, list[int]] = {}
-            for tp in d.partitions:
-                if not authorize(DESCRIBE, TOPIC, tp.topic):
-                    continue
-                topics.setdefault(tp.topic, []).append(tp.partition)
-            if d.error:
-                # Kafka leaves the other fields at their defaults (zeros, no state).
-                states.append({"error_code": d.error, "transactional_id": d.transactional_id,
-                               "transaction_start_time": _instant(0)})  # fmt: skip
-                continue
-            states.append({
-                "error_code": d.error,
-                "transactional_id": d.transactional_id,
-                "transaction_state": d.state,
-                "transaction_timeout": d.timeout_ms,
-                "transaction_start_time": _instant(d.start_timestamp),
-                "producer_id": d.producer_id,
-                "producer_epoch": d.producer_epoch,
-                "topics": [{"topic": name, "partitions": ids} for name, ids in topics.items()],
-            })  # fmt: skip
-        return respond(header, {"throttle_time": 0, "transaction_states": states})
-
-    async def list_transactions(header: RequestHeader, body: Any) -> Any:
-        unknown, listed = coordinator.list_transactions(
-            body.state_filters, body.producer_id_filters, getattr(body, "duration_filter", -1)
-        )
-        return respond(header, {
-            "throttle_time": 0,
-            "error_code": ErrorCode.NONE,
-            "unknown_state_filters": unknown,
-            "transaction_states": [
-                {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
-                 "transaction_state": t.state}
-                for t in listed
-                if authorize(DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)
-            ],
-        })  # fmt: skip
-
     def _offset_commit_refusal(body: Any) -> ErrorCode:
         if not authorize(WRITE, TRANSACTIONAL_ID, body.transactional_id):
             return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -338,9 +249,5 @@ def register(
             return ErrorCode.GROUP_AUTHORIZATION_FAILED
         return ErrorCode.NONE
 
-    registry.add(ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn)
-    registry.add(ADD_OFFSETS_TO_TXN, 0, 4, add_offsets_to_txn)
-    registry.add(END_TXN, 0, 5, end_txn)
-    registry.add(TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit)
-    registry.add(DESCRIBE_TRANSACTIONS, 0, 0, describe_transactions)
-    registry.add(LIST_TRANSACTIONS, 0, 1, list_transactions)
+    registry.add(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5, add_partitions_to_txn)
+    registry.add(ApiKey.TXN_OFFSET_COMMIT, 0, 5, txn_offset_commit)

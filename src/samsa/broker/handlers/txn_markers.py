@@ -20,10 +20,9 @@ from samsa.broker.quota.manager import request_throttle
 from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.broker.security.authorizer import authorize_cluster
 from samsa.errors import ErrorCode
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import RequestHeader
 from samsa.types import TopicPartition
-
-API_KEY = 27
 
 
 def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
@@ -61,4 +60,4 @@ def register(registry: ApiRegistry, *, replicas: ReplicaManager) -> None:
             markers.append({"producer_id": marker.producer_id, "topics": topics})
         return respond(header, {"markers": markers})
 
-    registry.add(API_KEY, 0, 2, handle)
+    registry.add(ApiKey.WRITE_TXN_MARKERS, 0, 2, handle)

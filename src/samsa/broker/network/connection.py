@@ -69,13 +69,13 @@ from samsa.broker.rate_limited_log import RateLimitedLog
 from samsa.broker.security.authorizer import Authorizer, current_authorizer
 from samsa.broker.security.sasl_authenticator import (
     PRE_AUTHENTICATION_APIS,
-    SASL_AUTHENTICATE,
     SaslAuthenticator,
     current_authenticator,
 )
 from samsa.broker.security.scram_credentials import ScramCredentials
 from samsa.broker.security.security_config import ListenerSecurity
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.codec import (
     RequestDecodeError,
     decode_request,
@@ -92,13 +92,10 @@ from samsa.security.tls import TlsConfigError, distinguished_name
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_KEY = 18
-FETCH_KEY = 1
 _MAX_QUEUED_FRAMES = 64
 _MAX_LATER_RESPONSES = 64
 _PLAINTEXT = ListenerSecurity("PLAINTEXT")
 _TLS_READ_CHUNK = 256 * 1024
-PRODUCE_KEY = 0
 _COALESCED_RESPONSE_BYTES = 64 * 1024
 
 
@@ -599,7 +596,7 @@ class Connection(asyncio.BufferedProtocol):
         data = frame.data
         authenticator = self.authenticator
         if authenticator is not None and authenticator.raw_tokens:
-            timing.api_key, timing.api_version = SASL_AUTHENTICATE, 0  # a bare SASL token
+            timing.api_key, timing.api_version = ApiKey.SASL_AUTHENTICATE, 0  # a bare SASL token
             return await self._raw_sasl_token(authenticator, bytes(data))
         try:
             api_key, api_version, correlation_id = peek_header(data)
@@ -615,13 +612,13 @@ class Connection(asyncio.BufferedProtocol):
                 raise _CloseConnection("SASL session expired (connections.max.reauth.ms)")
         registry = self.broker.registry
         if not registry.supports(api_key, api_version):
-            if api_key == API_VERSIONS_KEY:
+            if api_key == ApiKey.API_VERSIONS:
                 timing.note_error(ErrorCode.UNSUPPORTED_VERSION)
                 return encode_response(correlation_id, unsupported_version_response(registry))
             raise _CloseConnection(f"API key {api_key} version {api_version} is not served")
         self.broker.load_schemas(api_key, api_version)
         # Produce: the records stay in the received buffer, where the log assigns offsets.
-        decoded = decode_produce_request(data) if api_key == PRODUCE_KEY else None
+        decoded = decode_produce_request(data) if api_key == ApiKey.PRODUCE else None
         if decoded is None:
             raw = data if isinstance(data, bytes) else bytes(data)
             try:
@@ -638,7 +635,7 @@ class Connection(asyncio.BufferedProtocol):
         assert handler is not None
         quotas = self.broker.client_quotas
         try:
-            if quotas.request.enabled and api_key != API_VERSIONS_KEY:
+            if quotas.request.enabled and api_key != ApiKey.API_VERSIONS:
                 timed: LoopTimed[Any] = LoopTimed(handler(header, body))
                 response: Any = await timed
                 response = self._request_quota(quotas, header, timed.seconds, response)
@@ -709,10 +706,10 @@ class Connection(asyncio.BufferedProtocol):
             return response
         throttle.add(throttle_ms)
         if isinstance(response, bytes):  # Produce answers encoded (v3+)
-            assert header.api_key == PRODUCE_KEY
+            assert header.api_key == ApiKey.PRODUCE
             return with_produce_throttle_time(header.api_version, response, throttle.ms)
         if isinstance(response, RawResponse):  # Fetch answers encoded, with file regions
-            assert header.api_key == FETCH_KEY
+            assert header.api_key == ApiKey.FETCH
             chunks = with_throttle_time(header.api_version, response.chunks, throttle.ms)
             return RawResponse(chunks, response.size)
         if hasattr(response, "throttle_time") and not isinstance(response, type):

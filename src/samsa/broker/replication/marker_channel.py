@@ -21,11 +21,11 @@ from samsa.broker.replication.replica_manager import ReplicaManager
 from samsa.client.connection import BrokerConnection
 from samsa.client.security import ClientSecurity
 from samsa.errors import BrokerNotAvailableError, ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.types import TopicPartition
 
 log = logging.getLogger(__name__)
 
-WRITE_TXN_MARKERS = 27
 WRITE_TXN_MARKERS_VERSION = 1
 
 
@@ -70,7 +70,7 @@ class TxnMarkerChannel:
         try:
             connection = await self._connection(state.leader)
             response = await connection.request(
-                WRITE_TXN_MARKERS,
+                ApiKey.WRITE_TXN_MARKERS,
                 {
                     "markers": [
                         {

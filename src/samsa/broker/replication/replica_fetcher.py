@@ -38,6 +38,7 @@ from samsa.broker.replication.partition import Partition
 from samsa.client.connection import BrokerConnection
 from samsa.client.security import ClientSecurity
 from samsa.errors import BrokerNotAvailableError, ErrorCode, KafkaStorageError, SamsaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.records.batch import batch_size_at
 from samsa.storage.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from samsa.types import TopicPartition
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 _STOP_TIMEOUT_S = 5.0
 """How long :meth:`ReplicaFetcher.stop` waits for the loop to end."""
 
-FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH = 1, 2, 23
 FETCH_VERSION = 12  # replica id and topic names; truncation goes through OffsetForLeaderEpoch
 LIST_OFFSETS_VERSION = 7
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
@@ -288,7 +288,7 @@ class ReplicaFetcher:
                 )
         if by_topic:
             response = await connection.request(
-                OFFSET_FOR_LEADER_EPOCH,
+                ApiKey.OFFSET_FOR_LEADER_EPOCH,
                 {
                     "replica_id": self.local_id,
                     "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
@@ -352,7 +352,7 @@ class ReplicaFetcher:
             "rack_id": "",
         }
         response = await connection.request(
-            FETCH,
+            ApiKey.FETCH,
             body,
             version=FETCH_VERSION,
             timeout_ms=config.wait_max_ms + config.socket_timeout_ms,
@@ -410,7 +410,7 @@ class ReplicaFetcher:
         partition = following.partition
         tp = partition.tp
         response = await connection.request(
-            LIST_OFFSETS,
+            ApiKey.LIST_OFFSETS,
             {
                 "replica_id": self.local_id,
                 "isolation_level": 0,

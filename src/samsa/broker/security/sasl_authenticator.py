@@ -26,14 +26,14 @@ from contextvars import ContextVar
 
 from samsa.broker.security.scram_credentials import ScramCredentials
 from samsa.broker.security.security_config import ListenerSecurity
+from samsa.protocol.api_keys import ApiKey
 from samsa.security.scram import ScramError, ScramMechanism, ScramServer, parse_client_first
 
 __all__ = ["SaslAuthenticator", "SaslFailure", "current_authenticator"]
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
-API_VERSIONS = 18
-PRE_AUTHENTICATION_APIS = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+PRE_AUTHENTICATION_APIS = frozenset(
+    {ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE}
+)
 
 
 class SaslFailure(Exception):

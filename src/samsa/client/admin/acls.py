@@ -23,10 +23,9 @@ from samsa.acl import (
 from samsa.client.admin.base import AdminBase, finish, item_error
 from samsa.client.errors import error_for
 from samsa.errors import KafkaError
+from samsa.protocol.api_keys import ApiKey
 
 __all__ = ["AclAdmin"]
-
-DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
 
 
 def _filter_fields(acl_filter: AclBindingFilter) -> dict[str, Any]:
@@ -83,7 +82,7 @@ class AclAdmin(AdminBase):
             "host": b.entry.host, "operation": b.entry.operation,
             "permission_type": b.entry.permission_type,
         } for b in wanted]}  # fmt: skip
-        response = await self._acl_request(CREATE_ACLS, body, "create ACLs", timeout_ms)
+        response = await self._acl_request(ApiKey.CREATE_ACLS, body, "create ACLs", timeout_ms)
         results = {
             binding: item_error(int(r.error_code), f"ACL {binding}", r.error_message)
             for binding, r in zip(wanted, response.results, strict=True)
@@ -95,7 +94,7 @@ class AclAdmin(AdminBase):
     ) -> list[AclBinding]:
         """The bindings ``acl_filter`` selects (every one by default), sorted."""
         body = _filter_fields(acl_filter or AclBindingFilter())
-        response = await self._acl_request(DESCRIBE_ACLS, body, "describe ACLs", timeout_ms)
+        response = await self._acl_request(ApiKey.DESCRIBE_ACLS, body, "describe ACLs", timeout_ms)
         if response.error_code:
             raise error_for(int(response.error_code), f"describe ACLs: {response.error_message}")
         return sorted(_binding(r, a) for r in response.resources for a in r.acls)
@@ -106,7 +105,7 @@ class AclAdmin(AdminBase):
         """Delete the bindings each filter selects; those deleted, per filter."""
         wanted = list(filters)
         body = {"filters": [_filter_fields(f) for f in wanted]}
-        response = await self._acl_request(DELETE_ACLS, body, "delete ACLs", timeout_ms)
+        response = await self._acl_request(ApiKey.DELETE_ACLS, body, "delete ACLs", timeout_ms)
         deleted: dict[AclBindingFilter, list[AclBinding]] = {}
         for acl_filter, result in zip(wanted, response.filter_results, strict=True):
             if result.error_code:

@@ -14,6 +14,7 @@ from samsa.client.cluster import COORDINATOR_ERRORS, Cluster, CoordinatorType
 from samsa.client.config import ClientConfig, admin_config
 from samsa.client.errors import error_for
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.types import TopicPartition
 
 __all__ = ["AdminBase"]
@@ -21,10 +22,6 @@ __all__ = ["AdminBase"]
 T = TypeVar("T")
 K = TypeVar("K")
 
-LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH = 2, 3, 8, 9
-DESCRIBE_GROUPS, LIST_GROUPS, CREATE_TOPICS, DELETE_TOPICS = 15, 16, 19, 20
-DELETE_RECORDS, DESCRIBE_CONFIGS, CREATE_PARTITIONS = 21, 32, 37
-DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE, DESCRIBE_CLUSTER = 42, 44, 47, 60
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
@@ -139,7 +136,7 @@ class AdminBase:
     async def _metadata(self, topics: Sequence[str] | None) -> Any:
         return await self._cluster.send(
             None,
-            METADATA,
+            ApiKey.METADATA,
             {
                 "topics": None if topics is None else [{"name": t} for t in topics],
                 "allow_auto_topic_creation": False,

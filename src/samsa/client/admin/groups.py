@@ -6,12 +6,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from samsa.client.admin.base import (
-    DELETE_GROUPS,
-    DESCRIBE_GROUPS,
-    LIST_GROUPS,
-    OFFSET_COMMIT,
-    OFFSET_DELETE,
-    OFFSET_FETCH,
     AdminBase,
     finish,
     item_error,
@@ -25,6 +19,7 @@ from samsa.client.admin.types import (
 from samsa.client.cluster import COORDINATOR_ERRORS, CoordinatorType
 from samsa.client.errors import error_for
 from samsa.errors import CorruptRecordError, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.consumer_protocol import PROTOCOL_TYPE, parse_assignment
 from samsa.types import TopicPartition
 
@@ -50,7 +45,7 @@ class GroupAdmin(AdminBase):
         for node_id in sorted(self._cluster.nodes):
 
             async def attempt(node_id: int = node_id) -> Any:
-                response = await self._cluster.send(node_id, LIST_GROUPS, body)
+                response = await self._cluster.send(node_id, ApiKey.LIST_GROUPS, body)
                 code = int(response.error_code)
                 if code:
                     raise error_for(code, f"ListGroups on broker {node_id}")
@@ -74,7 +69,7 @@ class GroupAdmin(AdminBase):
         for group_id in group_ids:
             response = await self._to_coordinator(
                 group_id,
-                DESCRIBE_GROUPS,
+                ApiKey.DESCRIBE_GROUPS,
                 {"groups": [group_id]},
                 lambda r: int(r.groups[0].error_code),
                 timeout_ms,
@@ -106,7 +101,7 @@ class GroupAdmin(AdminBase):
         for group_id in group_ids:
             response = await self._to_coordinator(
                 group_id,
-                DELETE_GROUPS,
+                ApiKey.DELETE_GROUPS,
                 {"groups_names": [group_id]},
                 lambda r: int(r.results[0].error_code),
                 timeout_ms,
@@ -145,7 +140,9 @@ class GroupAdmin(AdminBase):
             group = response.groups[0] if hasattr(response, "groups") else response
             return int(getattr(group, "error_code", 0))
 
-        response = await self._to_coordinator(group_id, OFFSET_FETCH, body, error_of, timeout_ms)
+        response = await self._to_coordinator(
+            group_id, ApiKey.OFFSET_FETCH, body, error_of, timeout_ms
+        )
         group = response.groups[0] if hasattr(response, "groups") else response
         error = item_error(error_of(response), f"group {group_id!r}")
         if error is not None:
@@ -193,7 +190,9 @@ class GroupAdmin(AdminBase):
             codes = [int(p.error_code) for t in response.topics for p in t.partitions]
             return next((c for c in codes if c in COORDINATOR_ERRORS), 0)
 
-        response = await self._to_coordinator(group_id, OFFSET_COMMIT, body, error_of, timeout_ms)
+        response = await self._to_coordinator(
+            group_id, ApiKey.OFFSET_COMMIT, body, error_of, timeout_ms
+        )
         results = {
             TopicPartition(t.name, int(p.partition_index)): item_error(
                 int(p.error_code), f"group {group_id!r} {t.name}-{p.partition_index}"
@@ -220,7 +219,7 @@ class GroupAdmin(AdminBase):
             "topics": [{"name": t, "partitions": ps} for t, ps in grouped.items()],
         }
         response = await self._to_coordinator(
-            group_id, OFFSET_DELETE, body, lambda r: int(r.error_code), timeout_ms
+            group_id, ApiKey.OFFSET_DELETE, body, lambda r: int(r.error_code), timeout_ms
         )
         error = item_error(int(response.error_code), f"group {group_id!r}")
         if error is not None:

@@ -14,10 +14,10 @@ from typing import Any
 from samsa.client.admin.base import AdminBase, finish, item_error
 from samsa.client.errors import error_for
 from samsa.errors import KafkaError
+from samsa.protocol.api_keys import ApiKey
 
 __all__ = ["ClientQuotaAlteration", "ClientQuotaFilterComponent", "QuotaAdmin"]
 
-DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
 
 QuotaEntity = tuple[tuple[str, str | None], ...]
 """``(("user", "alice"), ("client-id", None))``: sorted pairs, usable as a dict key."""
@@ -85,7 +85,7 @@ class QuotaAdmin(AdminBase):
         body = {"entries": entries, "validate_only": validate_only}
 
         async def attempt() -> Any:
-            return await self._cluster.send(None, ALTER_CLIENT_QUOTAS, body)
+            return await self._cluster.send(None, ApiKey.ALTER_CLIENT_QUOTAS, body)
 
         response = await self._retrying(attempt, "alter client quotas", timeout_ms)
         results: dict[QuotaEntity, KafkaError | None] = {}
@@ -113,7 +113,7 @@ class QuotaAdmin(AdminBase):
         }
 
         async def attempt() -> Any:
-            return await self._cluster.send(None, DESCRIBE_CLIENT_QUOTAS, body)
+            return await self._cluster.send(None, ApiKey.DESCRIBE_CLIENT_QUOTAS, body)
 
         response = await self._retrying(attempt, "describe client quotas", timeout_ms)
         if response.error_code:

@@ -6,14 +6,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from samsa.client.admin.base import (
-    DELETE_RECORDS,
     ISOLATION_LEVELS,
-    LIST_OFFSETS,
     AdminBase,
 )
 from samsa.client.admin.types import (
     ListOffsetsResult,
 )
+from samsa.protocol.api_keys import ApiKey
 from samsa.types import TopicPartition
 
 __all__ = ["RecordAdmin"]
@@ -38,7 +37,7 @@ class RecordAdmin(AdminBase):
                 )
             response = await self._cluster.send(
                 leader,
-                DELETE_RECORDS,
+                ApiKey.DELETE_RECORDS,
                 {
                     "topics": [{"name": t, "partitions": ps} for t, ps in grouped.items()],
                     "timeout": self._request_timeout(timeout_ms),
@@ -76,7 +75,7 @@ class RecordAdmin(AdminBase):
                 )  # fmt: skip
             response = await self._cluster.send(
                 leader,
-                LIST_OFFSETS,
+                ApiKey.LIST_OFFSETS,
                 {
                     "replica_id": -1,
                     "isolation_level": level,

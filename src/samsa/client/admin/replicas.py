@@ -10,6 +10,7 @@ from typing import Any
 from samsa.client.admin.base import AdminBase, item_error
 from samsa.client.errors import error_for
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.types import TopicPartition
 
 __all__ = [
@@ -19,11 +20,6 @@ __all__ = [
     "ReplicaAdmin",
     "ReplicaInfo",
 ]
-
-ELECT_LEADERS = 43
-DESCRIBE_LOG_DIRS = 35
-ALTER_PARTITION_REASSIGNMENTS = 45
-LIST_PARTITION_REASSIGNMENTS = 46
 
 
 class ElectionType(enum.IntEnum):
@@ -102,7 +98,7 @@ class ReplicaAdmin(AdminBase):
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
         }
         response = await self._controller_request(
-            ALTER_PARTITION_REASSIGNMENTS, body, "alter partition reassignments", timeout_ms
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS, body, "alter partition reassignments", timeout_ms
         )
         return {
             TopicPartition(topic.name, p.partition_index): item_error(
@@ -124,7 +120,7 @@ class ReplicaAdmin(AdminBase):
             topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
         body = {"timeout": self._request_timeout(timeout_ms), "topics": topics}
         response = await self._controller_request(
-            LIST_PARTITION_REASSIGNMENTS, body, "list partition reassignments", timeout_ms
+            ApiKey.LIST_PARTITION_REASSIGNMENTS, body, "list partition reassignments", timeout_ms
         )
         return {
             TopicPartition(topic.name, p.partition_index): PartitionReassignment(
@@ -161,7 +157,7 @@ class ReplicaAdmin(AdminBase):
         for broker in wanted:
 
             async def attempt(broker: int = broker) -> Any:
-                return await cluster.send(broker, DESCRIBE_LOG_DIRS, body)
+                return await cluster.send(broker, ApiKey.DESCRIBE_LOG_DIRS, body)
 
             response = await self._retrying(attempt, f"describe log dirs of {broker}", timeout_ms)
             described[broker] = [
@@ -204,7 +200,9 @@ class ReplicaAdmin(AdminBase):
             "timeout": self._request_timeout(timeout_ms),
         }
 
-        response = await self._controller_request(ELECT_LEADERS, body, "elect leaders", timeout_ms)
+        response = await self._controller_request(
+            ApiKey.ELECT_LEADERS, body, "elect leaders", timeout_ms
+        )
         results: dict[TopicPartition, KafkaError | None] = {}
         for topic in response.replica_election_results:
             for p in topic.partition_result:

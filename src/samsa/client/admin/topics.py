@@ -7,12 +7,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from samsa.client.admin.base import (
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_TOPICS,
-    DESCRIBE_CLUSTER,
-    DESCRIBE_CONFIGS,
-    INCREMENTAL_ALTER_CONFIGS,
     INTERNAL_TOPICS,
     AdminBase,
     finish,
@@ -34,6 +28,7 @@ from samsa.client.admin.types import (
 from samsa.client.cluster import Node
 from samsa.client.errors import error_for
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 
 __all__ = ["TopicAdmin"]
 
@@ -70,7 +65,9 @@ class TopicAdmin(AdminBase):
             "timeout": self._request_timeout(timeout_ms),
             "validate_only": validate_only,
         }
-        response = await self._to_controller(CREATE_TOPICS, body, "create topics", timeout_ms)
+        response = await self._to_controller(
+            ApiKey.CREATE_TOPICS, body, "create topics", timeout_ms
+        )
         answers = {r.name: r for r in response.topics}
         results = {
             t.name: item_error(int(answers[t.name].error_code), f"topic {t.name!r}",
@@ -89,7 +86,9 @@ class TopicAdmin(AdminBase):
             "topic_names": names,
             "timeout": self._request_timeout(timeout_ms),
         }
-        response = await self._to_controller(DELETE_TOPICS, body, "delete topics", timeout_ms)
+        response = await self._to_controller(
+            ApiKey.DELETE_TOPICS, body, "delete topics", timeout_ms
+        )
         answers = {r.name: r for r in response.responses}
         results = {
             n: item_error(int(answers[n].error_code), f"topic {n!r}",
@@ -180,7 +179,7 @@ class TopicAdmin(AdminBase):
             "timeout": self._request_timeout(timeout_ms),
             "validate_only": validate_only,
         }
-        response = await self._to_controller(CREATE_PARTITIONS, body, "create partitions",
+        response = await self._to_controller(ApiKey.CREATE_PARTITIONS, body, "create partitions",
                                              timeout_ms)  # fmt: skip
         answers = {r.name: r for r in response.results}
         results = {
@@ -224,7 +223,7 @@ class TopicAdmin(AdminBase):
             }  # fmt: skip
 
             async def attempt(node_id: int | None = node_id, body: Any = body) -> Any:
-                return await self._cluster.send(node_id, DESCRIBE_CONFIGS, body)
+                return await self._cluster.send(node_id, ApiKey.DESCRIBE_CONFIGS, body)
 
             response = await self._retrying(attempt, "describe configs", timeout_ms)
             for result in response.results:
@@ -269,7 +268,7 @@ class TopicAdmin(AdminBase):
             }
 
             async def attempt(node_id: int | None = node_id, body: Any = body) -> Any:
-                return await self._cluster.send(node_id, INCREMENTAL_ALTER_CONFIGS, body)
+                return await self._cluster.send(node_id, ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
 
             response = await self._retrying(attempt, "alter configs", timeout_ms)
             for r in response.responses:
@@ -282,13 +281,13 @@ class TopicAdmin(AdminBase):
 
         async def attempt() -> ClusterDescription:
             connection = await self._cluster.any_connection()
-            if DESCRIBE_CLUSTER not in connection.versions:
+            if ApiKey.DESCRIBE_CLUSTER not in connection.versions:
                 await self._cluster.refresh()
                 cluster = self._cluster
                 nodes = tuple(cluster.nodes[n] for n in sorted(cluster.nodes))
                 return ClusterDescription(cluster.cluster_id, cluster.controller_id, nodes)
             response = await connection.request(
-                DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False}
+                ApiKey.DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False}
             )
             error = item_error(int(response.error_code), "describe cluster", response.error_message)
             if error is not None:

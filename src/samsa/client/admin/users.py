@@ -12,11 +12,10 @@ from collections.abc import Iterable, Sequence
 
 from samsa.client.admin.base import AdminBase, finish, item_error
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.security.scram import MIN_ITERATIONS, ScramMechanism
 
 __all__ = ["ScramUpsertion", "UserAdmin"]
-
-DESCRIBE_USER_SCRAM_CREDENTIALS, ALTER_USER_SCRAM_CREDENTIALS = 50, 51
 
 
 class ScramUpsertion:
@@ -46,7 +45,7 @@ class UserAdmin(AdminBase):
 
         async def attempt() -> dict[str, dict[str, int]]:
             body = {"users": None if users is None else [{"name": u} for u in users]}
-            response = await self._cluster.send(None, DESCRIBE_USER_SCRAM_CREDENTIALS, body)
+            response = await self._cluster.send(None, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, body)
             error = item_error(int(response.error_code), "describe SCRAM credentials",
                                response.error_message)  # fmt: skip
             if error is not None:
@@ -94,7 +93,7 @@ class UserAdmin(AdminBase):
         }
 
         async def attempt() -> dict[str, KafkaError | None]:
-            response = await self._cluster.send(None, ALTER_USER_SCRAM_CREDENTIALS, body)
+            response = await self._cluster.send(None, ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body)
             results: dict[str, KafkaError | None] = {}
             for result in response.results:
                 code = int(result.error_code)

@@ -51,6 +51,7 @@ from samsa.client.consumer.assignors import (
 from samsa.client.consumer.subscription import SubscriptionMode, SubscriptionState
 from samsa.client.errors import ClientTimeoutError, error_for
 from samsa.errors import CorruptRecordError, ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.protocol.consumer_protocol import (
     PROTOCOL_TYPE,
     Subscription,
@@ -65,7 +66,6 @@ __all__ = ["NO_GENERATION", "ConsumerCoordinator", "Generation"]
 
 log = logging.getLogger(__name__)
 
-OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
 SUBSCRIPTION_VERSION = 3
 
 
@@ -305,7 +305,7 @@ class ConsumerCoordinator:
         node = await cluster.coordinator(self.group_id, CoordinatorType.GROUP)
         join = await self._send(
             node,
-            JOIN_GROUP,
+            ApiKey.JOIN_GROUP,
             {
                 "group_id": self.group_id,
                 "session_timeout": self.session_timeout_ms,
@@ -339,7 +339,7 @@ class ConsumerCoordinator:
             self._leader_topics = None
         sync = await self._send(
             node,
-            SYNC_GROUP,
+            ApiKey.SYNC_GROUP,
             {
                 "group_id": self.group_id,
                 "generation_id": generation.generation_id,
@@ -508,7 +508,7 @@ class ConsumerCoordinator:
         node = await self.cluster.coordinator(self.group_id, CoordinatorType.GROUP)
         response = await self._send(
             node,
-            HEARTBEAT,
+            ApiKey.HEARTBEAT,
             {
                 "group_id": self.group_id,
                 "generation_id": generation.generation_id,
@@ -545,7 +545,7 @@ class ConsumerCoordinator:
             node = await self.cluster.coordinator(self.group_id, CoordinatorType.GROUP)
             await self._send(
                 node,
-                LEAVE_GROUP,
+                ApiKey.LEAVE_GROUP,
                 {
                     "group_id": self.group_id,
                     "member_id": generation.member_id,
@@ -632,7 +632,6 @@ class ConsumerCoordinator:
                         "partition_index": p,
                         "committed_offset": offsets[TopicPartition(topic, p)].offset,
                         "committed_leader_epoch": offsets[TopicPartition(topic, p)].leader_epoch,
-                        "commit_timestamp": -1,
                         "committed_metadata": offsets[TopicPartition(topic, p)].metadata,
                     }
                     for p in partitions
@@ -645,13 +644,13 @@ class ConsumerCoordinator:
             "generation_id_or_member_epoch": generation.generation_id,
             "member_id": generation.member_id,
             "group_instance_id": self.instance_id if auto else None,
-            "retention_time_ms": -1,
+            "retention_time": -1,
             "topics": topics,
         }
 
         async def attempt() -> None:
             node = await self.cluster.coordinator(self.group_id, CoordinatorType.GROUP)
-            response = await self._send(node, OFFSET_COMMIT, body)
+            response = await self._send(node, ApiKey.OFFSET_COMMIT, body)
             codes = [int(p.error_code) for t in response.topics for p in t.partitions]
             code = next((c for c in codes if c), 0)
             self._check_coordinator_error(code)
@@ -734,7 +733,7 @@ class ConsumerCoordinator:
 
         async def attempt() -> None:
             node = await self.cluster.coordinator(self.group_id, CoordinatorType.GROUP)
-            response = await self._send(node, OFFSET_FETCH, body)
+            response = await self._send(node, ApiKey.OFFSET_FETCH, body)
             group = response.groups[0] if hasattr(response, "groups") else response
             code = int(getattr(group, "error_code", 0))
             self._check_coordinator_error(code)

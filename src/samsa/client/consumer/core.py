@@ -33,13 +33,13 @@ from samsa.client.consumer.types import ConsumerRecord, RebalanceListener
 from samsa.client.errors import ClientClosedError, IllegalStateError, error_for
 from samsa.client.producer.types import ConsumerGroupMetadata
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.types import TopicPartition
 
 __all__ = ["AsyncConsumer", "CommitCallback", "NoOffsetForPartitionError"]
 
 log = logging.getLogger(__name__)
 
-METADATA = 3
 _consumer_ids = itertools.count(1)
 
 CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], BaseException | None], object]
@@ -497,7 +497,7 @@ class AsyncConsumer:
 
         async def attempt() -> Any:
             return await cluster.send(
-                None, METADATA, {"topics": None, "allow_auto_topic_creation": False}
+                None, ApiKey.METADATA, {"topics": None, "allow_auto_topic_creation": False}
             )
 
         response = await cluster.retrying(

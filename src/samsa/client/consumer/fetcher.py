@@ -49,6 +49,7 @@ from samsa.client.consumer.subscription import SubscriptionState
 from samsa.client.consumer.types import ConsumerRecord
 from samsa.client.errors import RecordDeserializationError, error_for
 from samsa.errors import CorruptRecordError, ErrorCode, KafkaError, SamsaError, TruncatedBatchError
+from samsa.protocol.api_keys import ApiKey
 from samsa.records.batch import RecordBatchView, TimestampType, read_batch
 from samsa.records.control import ControlRecordType, control_record_type
 from samsa.records.reader import iter_records, record_tuples
@@ -58,7 +59,6 @@ __all__ = ["EARLIEST", "LATEST", "Fetcher"]
 
 log = logging.getLogger(__name__)
 
-FETCH, LIST_OFFSETS = 1, 2
 LATEST, EARLIEST = -1, -2
 RETRY_PARTITION = frozenset(
     {
@@ -297,7 +297,7 @@ class Fetcher:
             try:
                 connection = await self._connection(node)
                 response = await connection.request(
-                    FETCH, body, timeout_ms=self.max_wait_ms + self.request_timeout_ms
+                    ApiKey.FETCH, body, timeout_ms=self.max_wait_ms + self.request_timeout_ms
                 )
             except KafkaError as exc:
                 log.info("%s: fetch from node %d failed: %s", self.cluster.client_id, node, exc)
@@ -657,7 +657,7 @@ class Fetcher:
         ]
         response = await self.cluster.send(
             node,
-            LIST_OFFSETS,
+            ApiKey.LIST_OFFSETS,
             {
                 "replica_id": -1,
                 "isolation_level": self.isolation_level,

@@ -34,13 +34,12 @@ from samsa.client.producer.transactions import (
     TxnState,
 )
 from samsa.errors import ErrorCode, KafkaError, SamsaError
+from samsa.protocol.api_keys import ApiKey
 
 __all__ = ["Sender"]
 
 log = logging.getLogger(__name__)
 
-PRODUCE = 0
-INIT_PRODUCER_ID = 22
 IDLE_POLL_S = 0.05
 _SEQUENCE_ERRORS = frozenset(
     {ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.UNKNOWN_PRODUCER_ID}
@@ -196,7 +195,7 @@ class Sender:
                 await asyncio.sleep(self.cluster.retry_backoff.delay_ms(self._init_attempts) / 1000)
             response = await self.cluster.send(
                 None,
-                INIT_PRODUCER_ID,
+                ApiKey.INIT_PRODUCER_ID,
                 {
                     "transactional_id": None,
                     "transaction_timeout": self.transaction_timeout_ms,
@@ -240,10 +239,12 @@ class Sender:
             "topic_data": [{"name": t, "partition_data": parts} for t, parts in topics.items()],
         }
         try:
-            version = connection.version(PRODUCE)
+            version = connection.version(ApiKey.PRODUCE)
             if self.transactions is not None:  # Produce 12 means transaction version 2
                 version = min(version, PRODUCE_MAX_VERSION)
-            future = connection.send(PRODUCE, body, version=version, expect_response=self.acks != 0)
+            future = connection.send(
+                ApiKey.PRODUCE, body, version=version, expect_response=self.acks != 0
+            )
         except (KafkaError, ClientClosedError) as exc:
             self._answered(node, batches)
             for batch in batches:

@@ -38,6 +38,7 @@ from samsa.client.errors import (
 from samsa.client.producer.idempotence import IdempotenceState
 from samsa.client.producer.types import ConsumerGroupMetadata
 from samsa.errors import ErrorCode, KafkaError
+from samsa.protocol.api_keys import ApiKey
 from samsa.types import TopicPartition
 
 __all__ = ["TransactionManager", "TxnState"]
@@ -45,8 +46,11 @@ __all__ = ["TransactionManager", "TxnState"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
-MAX_VERSIONS = {ADD_PARTITIONS: 3, END_TXN: 4, TXN_OFFSET_COMMIT: 4}
+MAX_VERSIONS: dict[int, int] = {
+    ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+    ApiKey.END_TXN: 4,
+    ApiKey.TXN_OFFSET_COMMIT: 4,
+}
 PRODUCE_MAX_VERSION = 11
 FATAL_CODES = frozenset(
     {
@@ -178,7 +182,7 @@ class TransactionManager:
         self._require(TxnState.UNINITIALIZED, TxnState.READY, action="init_transactions")
         idempotence = self.idempotence
         response = await self._to_coordinator(
-            INIT_PRODUCER_ID,
+            ApiKey.INIT_PRODUCER_ID,
             {
                 "transactional_id": self.transactional_id,
                 "transaction_timeout": self.transaction_timeout_ms,
@@ -234,8 +238,9 @@ class TransactionManager:
         try:
             while True:
                 try:
-                    await self._to_coordinator(ADD_PARTITIONS, body, "AddPartitionsToTxn",
-                                               first_error)  # fmt: skip
+                    await self._to_coordinator(
+                        ApiKey.ADD_PARTITIONS_TO_TXN, body, "AddPartitionsToTxn", first_error
+                    )
                     break
                 except KafkaError as exc:
                     if exc.code != ErrorCode.CONCURRENT_TRANSACTIONS:
@@ -262,7 +267,7 @@ class TransactionManager:
         self._require(TxnState.IN_TRANSACTION, action="send_offsets_to_transaction")
         idempotence = self.idempotence
         await self._to_coordinator(
-            ADD_OFFSETS,
+            ApiKey.ADD_OFFSETS_TO_TXN,
             {"transactional_id": self.transactional_id, "producer_id": idempotence.producer_id,
              "producer_epoch": idempotence.epoch, "group_id": group.group_id},
             "AddOffsetsToTxn",
@@ -290,8 +295,10 @@ class TransactionManager:
             cluster = self.cluster
             node = await cluster.coordinator(group.group_id, CoordinatorType.GROUP)
             connection = await cluster.connection(node)
-            version = min(connection.version(TXN_OFFSET_COMMIT), MAX_VERSIONS[TXN_OFFSET_COMMIT])
-            response = await connection.request(TXN_OFFSET_COMMIT, body, version=version)
+            version = min(
+                connection.version(ApiKey.TXN_OFFSET_COMMIT), MAX_VERSIONS[ApiKey.TXN_OFFSET_COMMIT]
+            )
+            response = await connection.request(ApiKey.TXN_OFFSET_COMMIT, body, version=version)
             codes = [int(p.error_code) for t in response.topics for p in t.partitions]
             code = next((c for c in codes if c), 0)
             if code in COORDINATOR_ERRORS:
@@ -322,7 +329,7 @@ class TransactionManager:
         if self.started:
             idempotence = self.idempotence
             await self._to_coordinator(
-                END_TXN,
+                ApiKey.END_TXN,
                 {"transactional_id": self.transactional_id,
                  "producer_id": idempotence.producer_id, "producer_epoch": idempotence.epoch,
                  "committed": commit},
