@@ -1,10 +1,12 @@
 """The web console's forms and pages over plain HTTP (no browser) against a real broker:
 creating, growing and deleting topics, browsing from an offset or a time, resetting a
-group to an offset or a time, and the refusals (a reset while consumers are in the
-group, a bad topic name, a deletion not confirmed, an unknown group)."""
+group to an offset or a time, the brokers pages, and the refusals (a reset while
+consumers are in the group, a bad topic name, a deletion not confirmed, an unknown group
+or broker, a broker that refuses connections)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -16,7 +18,7 @@ from tests.console.console_process import ConsoleProcess, start_console
 
 from samsa import Admin, Consumer, Producer
 from samsa.client.admin import ConfigResource, NewTopic
-from samsa.testing import BrokerProcess
+from samsa.testing import BrokerProcess, start_broker
 from samsa.types import TopicPartition
 
 pytestmark = pytest.mark.timeout(120)
@@ -170,3 +172,84 @@ def test_the_console_fails_fast_when_no_broker_answers() -> None:
     )
     assert run.returncode == 1
     assert "cannot reach 127.0.0.1:1" in run.stderr
+
+
+def _cells(page: str, table_id: str) -> list[list[str]]:
+    """The text of each cell of each body row of table ``table_id``."""
+    table = page.split(f'id="{table_id}"', 1)[1].split("</table>", 1)[0]
+    body = table.split("<tbody>", 1)[1]
+    return [
+        [
+            re.sub(r"<[^>]+>", "", cell).strip()
+            for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        ]
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body, re.S)
+    ]
+
+
+def test_the_brokers_page_shows_each_broker_its_leaders_and_log_dirs(
+    console: ConsoleProcess, admin: Admin, broker: BrokerProcess
+) -> None:
+    admin.create_topics([NewTopic("led", 2)])
+    cluster = admin.describe_cluster()
+    partitions = [p for t in admin.describe_topics().values() for p in t.partitions]
+    status, page = console.get("/brokers")
+    assert status == 200
+    (row,) = _cells(page, "broker-table")
+    node = cluster.nodes[0]
+    led = sum(1 for p in partitions if p.leader == node.node_id)
+    assert row[:7] == [str(node.node_id), broker.bootstrap, "-", "controller",
+                       str(len(partitions)), str(led), "0"]  # fmt: skip
+    assert row[7] == "1"
+
+
+def test_a_brokers_page_shows_its_configs_overrides_apart_and_its_log_dir(
+    console: ConsoleProcess, admin: Admin, broker: BrokerProcess
+) -> None:
+    node_id = admin.describe_cluster().nodes[0].node_id
+    status, page = console.get(f"/brokers/{node_id}")
+    assert status == 200
+    assert 'id="controller-mark"' in page
+    overrides = {row[0]: row[1:] for row in _cells(page, "config-overrides")}
+    assert overrides["group.initial.rebalance.delay.ms"] == ["0", "static broker config"]
+    defaults = {row[0]: row[1] for row in _cells(page, "config-defaults")}
+    assert "group.initial.rebalance.delay.ms" not in defaults
+    assert defaults["num.partitions"] == "1"
+    (log_dir,) = _cells(page, "log-dirs")
+    assert log_dir[0] == str(broker.data_dir)
+    assert int(log_dir[1]) >= 1 and log_dir[5] == "-"
+
+
+def test_an_unknown_broker_is_not_found(console: ConsoleProcess) -> None:
+    status, page = console.get("/brokers/4242")
+    assert status == 404
+    assert "no live broker has the id" in page
+
+
+def test_the_overview_labels_the_controller_as_a_broker_id_and_links_the_brokers(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    controller = admin.describe_cluster().controller_id
+    page = console.get("/")[1]
+    card = page.split('id="controller"', 1)[1].split("</div></div>", 1)[0]
+    assert f'href="/brokers/{controller}">#{controller}</a>' in card
+    assert "controller (broker id)" in page
+    assert 'href="/brokers"' in page
+
+
+def test_a_broker_that_refuses_connections_is_named_at_once(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # The console's own broker: stopped while the console runs, so its port refuses.
+    lone = start_broker(tmp_path_factory.mktemp("refusing") / "data")
+    try:
+        process = start_console(lone, tmp_path_factory, "--sample-interval", "60")
+    finally:
+        lone.stop()
+    try:
+        status, page = process.get("/topics")
+        assert status == 503
+        assert f"The broker at {lone.bootstrap} refused the connection" in page
+        assert process.get("/static/console.css")[0] == 200
+    finally:
+        process.stop()

@@ -1,6 +1,7 @@
 """The console's ASGI application: its routes, its guard (Host allow-list, login, and the
 read-only, same-origin and CSRF checks on changes: :mod:`samsa.console.guard`), and the
-pages shown when the cluster refuses or does not answer.
+pages shown when the cluster refuses or does not answer (a broker refusing connections
+is named at once: :mod:`samsa.console.reach`).
 
 ``create_app(settings)`` returns a Starlette app; its lifespan opens the console's
 clients on the server's loop and closes them at shutdown. Static files (CSS) and
@@ -21,9 +22,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from samsa.client.errors import ClientTimeoutError
+from samsa.console.broker_pages import broker_page, brokers_list
 from samsa.console.group_pages import group_page, groups_list, reset_offsets
 from samsa.console.guard import Guard
 from samsa.console.message_pages import messages_page, produce
+from samsa.console.reach import Reachability
 from samsa.console.state import PACKAGE, Console, ConsoleSettings, render
 from samsa.console.topic_pages import (
     add_partitions,
@@ -77,6 +80,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
 
     routes = [
         Route("/", overview, name="overview"),
+        Route("/brokers", brokers_list, name="brokers"),
+        Route("/brokers/{broker}", broker_page, name="broker"),
         Route("/topics", topics_list, name="topics"),
         Route("/topics", create_topic, methods=["POST"]),
         Route("/topics/{topic}", topic_page, name="topic"),
@@ -91,7 +96,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     ]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(Guard)],
+        middleware=[Middleware(Guard), Middleware(Reachability)],
         exception_handlers={KafkaError: _kafka_error, ClientTimeoutError: _timeout},
         lifespan=lifespan,
     )
