@@ -186,6 +186,31 @@ def test_overview_shows_the_broker_the_topic_counts_and_the_produced_throughput(
     screenshot(browser, "overview")
 
 
+def test_the_brokers_page_shows_the_broker_its_leaders_and_its_configs(
+    browser: WebDriver, console: ConsoleProcess, cluster: BrokerProcess
+) -> None:
+    visit(browser, console, "/")
+    assert text_of(browser, "controller").startswith("#")
+    browser.find_element(By.LINK_TEXT, "Brokers").click()
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.ID, "broker-table")))
+    assert column(browser, "broker-table", 1) == [cluster.bootstrap]
+    assert column(browser, "broker-table", 3) == ["controller"]
+    with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
+        led = sum(
+            len(t.partitions)
+            for t in admin.describe_topics(admin.list_topics(include_internal=True)).values()
+        )
+    assert column(browser, "broker-table", 5) == [str(led)]
+    screenshot(browser, "brokers")
+    browser.find_element(By.CSS_SELECTOR, "#broker-table tbody a").click()
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.ID, "log-dirs")))
+    assert text_of(browser, "controller-mark") == "controller"
+    assert column(browser, "log-dirs", 0) == [str(cluster.data_dir)]
+    assert "group.initial.rebalance.delay.ms" in column(browser, "config-overrides", 0)
+    assert "num.partitions" in column(browser, "config-defaults", 0)
+    screenshot(browser, "broker")
+
+
 def test_the_topics_list_pages_and_searches_a_thousand_topics(
     browser: WebDriver, console: ConsoleProcess
 ) -> None:

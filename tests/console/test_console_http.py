@@ -191,8 +191,14 @@ def test_the_brokers_page_shows_each_broker_its_leaders_and_log_dirs(
     console: ConsoleProcess, admin: Admin, broker: BrokerProcess
 ) -> None:
     admin.create_topics([NewTopic("led", 2)])
+    # A committed offset: __consumer_offsets' partitions are led by the broker too.
+    admin.alter_group_offsets("brokers-page", {TopicPartition("led", 0): 0})
     cluster = admin.describe_cluster()
-    partitions = [p for t in admin.describe_topics().values() for p in t.partitions]
+    partitions = [
+        p
+        for t in admin.describe_topics(admin.list_topics(include_internal=True)).values()
+        for p in t.partitions
+    ]
     status, page = console.get("/brokers")
     assert status == 200
     (row,) = _cells(page, "broker-table")

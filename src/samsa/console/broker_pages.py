@@ -15,6 +15,13 @@ from samsa.console.state import clients_of, render
 __all__ = ["broker_page", "brokers_list"]
 
 
+async def _all_topics(request: Request) -> dict[str, TopicDescription]:
+    """Every topic, the internal ones (``__consumer_offsets``…) too: their partitions
+    are led and stored like the others'."""
+    admin = clients_of(request).admin
+    return await admin.describe_topics(await admin.list_topics(include_internal=True))
+
+
 def _partition_counts(topics: dict[str, TopicDescription], broker: int) -> dict[str, int]:
     """How many partitions ``broker`` holds a replica of, leads, and leads while one of
     their replicas is out of the ISR (Kafka's per-broker UnderReplicatedPartitions)."""
@@ -44,7 +51,7 @@ def _log_dir_rows(dirs: list[LogDirDescription]) -> list[dict[str, Any]]:
 async def brokers_list(request: Request) -> Response:
     admin = clients_of(request).admin
     cluster = await admin.describe_cluster()
-    topics = await admin.describe_topics()
+    topics = await _all_topics(request)
     log_dirs = await admin.describe_log_dirs([n.node_id for n in cluster.nodes])
     rows = []
     for node in cluster.nodes:
@@ -71,7 +78,7 @@ async def broker_page(request: Request) -> Response:
                       error=f"no live broker has the id {text!r}")  # fmt: skip
     resource = ConfigResource.broker(node.node_id)
     configs = (await admin.describe_configs([resource]))[resource].values()
-    topics = await admin.describe_topics()
+    topics = await _all_topics(request)
     dirs = _log_dir_rows((await admin.describe_log_dirs([node.node_id])).get(node.node_id, []))
     return render(
         request,
