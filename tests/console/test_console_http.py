@@ -259,3 +259,43 @@ def test_a_broker_that_refuses_connections_is_named_at_once(
         assert process.get("/static/console.css")[0] == 200
     finally:
         process.stop()
+
+
+def test_a_topics_configs_are_changed_from_the_form_and_reset_to_their_default(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    admin.create_topics([NewTopic("tuned", 1)])
+    resource = ConfigResource.topic("tuned")
+    form = {"set": "retention.ms=86400000\ncleanup.policy=compact\n"}
+    status, location = console.post("/topics/tuned/configs", form)
+    assert status == 303
+    assert "retention.ms=86400000" in notice(location)
+    configs = admin.describe_configs([resource])[resource]
+    assert (configs["retention.ms"].value, configs["cleanup.policy"].value) == (
+        "86400000",
+        "compact",
+    )
+    page = console.get("/topics/tuned")[1]
+    overrides = {row[0]: row[1] for row in _cells(page, "config-overrides")}
+    assert overrides == {"retention.ms": "86400000", "cleanup.policy": "compact"}
+    defaults = {row[0]: row[1] for row in _cells(page, "config-defaults")}
+    assert "retention.ms" not in defaults and defaults["segment.bytes"]
+    status, location = console.post("/topics/tuned/configs", {"delete": "retention.ms"})
+    assert "retention.ms to its default" in notice(location)
+    configs = admin.describe_configs([resource])[resource]
+    assert configs["retention.ms"].is_default and configs["cleanup.policy"].value == "compact"
+
+
+def test_a_config_change_the_broker_refuses_changes_nothing(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    admin.create_topics([NewTopic("strict", 1)])
+    resource = ConfigResource.topic("strict")
+    form = {"set": "cleanup.policy=compact\nretention.ms=soon"}
+    status, location = console.post("/topics/strict/configs", form)
+    assert status == 303
+    assert "cannot change the configs of strict" in notice(location, "error")
+    configs = admin.describe_configs([resource])[resource]
+    assert configs["cleanup.policy"].is_default and configs["retention.ms"].is_default
+    _, location = console.post("/topics/strict/configs", {"set": "no equals sign"})
+    assert "is not NAME=VALUE" in notice(location, "error")

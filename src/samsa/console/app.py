@@ -30,6 +30,7 @@ from samsa.console.reach import Reachability
 from samsa.console.state import PACKAGE, Console, ConsoleSettings, render
 from samsa.console.topic_pages import (
     add_partitions,
+    alter_topic_configs,
     create_topic,
     delete_topic,
     overview,
@@ -86,6 +87,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/topics", create_topic, methods=["POST"]),
         Route("/topics/{topic}", topic_page, name="topic"),
         Route("/topics/{topic}/partitions", add_partitions, methods=["POST"]),
+        Route("/topics/{topic}/configs", alter_topic_configs, methods=["POST"]),
         Route("/topics/{topic}/delete", delete_topic, methods=["GET", "POST"]),
         Route("/topics/{topic}/messages", messages_page, name="messages"),
         Route("/topics/{topic}/messages", produce, methods=["POST"]),
