@@ -1,8 +1,9 @@
 """The web console's forms and pages over plain HTTP (no browser) against a real broker:
 creating, growing and deleting topics, browsing from an offset or a time, resetting a
-group to an offset or a time, the brokers pages, and the refusals (a reset while
-consumers are in the group, a bad topic name, a deletion not confirmed, an unknown group
-or broker, a broker that refuses connections)."""
+group to an offset or a time, the brokers pages, changing a topic's configs, deleting a
+group or its offsets, and the refusals (a reset or deletion while consumers are in the
+group, a bad topic name or config, a deletion not confirmed, an unknown group or broker,
+a broker that refuses connections)."""
 
 from __future__ import annotations
 
@@ -299,3 +300,49 @@ def test_a_config_change_the_broker_refuses_changes_nothing(
     assert configs["cleanup.policy"].is_default and configs["retention.ms"].is_default
     _, location = console.post("/topics/strict/configs", {"set": "no equals sign"})
     assert "is not NAME=VALUE" in notice(location, "error")
+
+
+def test_a_groups_offsets_of_one_topic_are_deleted_from_its_page(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    admin.create_topics([NewTopic("forgotten", 2)])
+    committed = {TopicPartition("forgotten", 0): 1, TopicPartition("forgotten", 1): 0,
+                 TopicPartition(LOG, 0): 3}  # fmt: skip
+    admin.alter_group_offsets("pruned", committed)
+    page = console.get("/groups/pruned")[1]
+    assert 'id="delete-offsets"' in page and '<option value="forgotten">' in page
+    form = {"group": "pruned", "topic": "forgotten"}
+    status, location = console.post("/group-offsets/delete", form)
+    assert status == 303
+    assert "(2 partition(s))" in notice(location)
+    assert set(admin.list_group_offsets("pruned")) == {TopicPartition(LOG, 0)}
+    _, location = console.post("/group-offsets/delete", form)
+    assert "has no committed offsets of 'forgotten'" in notice(location, "error")
+
+
+def test_a_group_is_deleted_only_when_its_name_is_typed_and_no_consumer_is_in_it(
+    console: ConsoleProcess, admin: Admin, broker: BrokerProcess
+) -> None:
+    admin.alter_group_offsets("retired", {TopicPartition(LOG, 0): 2})
+    _, location = console.post("/group-delete", {"group": "retired", "confirm": "yes"})
+    assert "type the group's name" in notice(location, "error")
+    assert "retired" in {g.group_id for g in admin.list_groups()}
+    status, location = console.post("/group-delete", {"group": "retired", "confirm": "retired"})
+    assert (status, notice(location)) == (303, "Deleted group retired.")
+    assert "retired" not in {g.group_id for g in admin.list_groups()}
+    assert admin.list_group_offsets("retired") == {}
+    config = {"bootstrap.servers": broker.bootstrap, "group.id": "in-use",
+              "auto.offset.reset": "earliest", "session.timeout.ms": 6000}  # fmt: skip
+    with Consumer(config) as consumer:
+        consumer.subscribe([LOG])
+        deadline = time.monotonic() + WAIT_S
+        while not consumer.assignment():
+            assert time.monotonic() < deadline, "the consumer never joined"
+            consumer.poll(0.2)
+        _, location = console.post("/group-delete", {"group": "in-use", "confirm": "in-use"})
+        assert "cannot delete group 'in-use'" in notice(location, "error")
+        form = {"group": "in-use", "topic": LOG}
+        consumer.commit()
+        _, location = console.post("/group-offsets/delete", form)
+        assert "cannot delete the offsets of" in notice(location, "error")
+        assert TopicPartition(LOG, 0) in admin.list_group_offsets("in-use")

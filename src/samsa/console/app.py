@@ -23,7 +23,13 @@ from starlette.staticfiles import StaticFiles
 
 from samsa.client.errors import ClientTimeoutError
 from samsa.console.broker_pages import broker_page, brokers_list
-from samsa.console.group_pages import group_page, groups_list, reset_offsets
+from samsa.console.group_pages import (
+    delete_group,
+    delete_offsets,
+    group_page,
+    groups_list,
+    reset_offsets,
+)
 from samsa.console.guard import Guard
 from samsa.console.message_pages import messages_page, produce
 from samsa.console.reach import Reachability
@@ -94,6 +100,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/groups", groups_list, name="groups"),
         Route("/groups/{group_id:path}", group_page, name="group"),
         Route("/group-offsets/reset", reset_offsets, methods=["POST"]),
+        Route("/group-offsets/delete", delete_offsets, methods=["POST"]),
+        Route("/group-delete", delete_group, methods=["POST"]),
         Mount("/static", StaticFiles(directory=PACKAGE / "static"), name="static"),
     ]
     return Starlette(
