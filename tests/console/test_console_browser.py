@@ -252,6 +252,28 @@ def test_the_topic_page_shows_offsets_leaders_and_isr_per_partition(
     screenshot(browser, "topic")
 
 
+def test_a_topics_config_is_changed_and_reset_from_its_page(
+    browser: WebDriver, console: ConsoleProcess
+) -> None:
+    visit(browser, console, f"/topics/{CLICKS}")
+    assert "retention.ms" in column(browser, "config-defaults", 0)
+    browser.find_element(By.CSS_SELECTOR, "#alter-configs textarea").send_keys(
+        "retention.ms=7200000"
+    )
+    submit(browser, "alter-configs")
+    assert "retention.ms=7200000" in wait_for(browser, "notice")
+    assert column(browser, "config-overrides", 0) == ["retention.ms"]
+    assert column(browser, "config-overrides", 1) == ["7200000"]
+    assert "retention.ms" not in column(browser, "config-defaults", 0)
+    screenshot(browser, "topic-configs")
+    browser.find_element(By.CSS_SELECTOR, "#config-overrides button[type=submit]").click()
+    # The page before has a notice too: wait for the new one.
+    WebDriverWait(browser, WAIT_S).until(
+        ec.text_to_be_present_in_element((By.ID, "notice"), "retention.ms to its default")
+    )
+    assert "retention.ms" in column(browser, "config-defaults", 0)
+
+
 def test_the_message_browser_shows_the_produced_values(
     browser: WebDriver, console: ConsoleProcess
 ) -> None:
