@@ -346,3 +346,31 @@ def test_a_group_is_deleted_only_when_its_name_is_typed_and_no_consumer_is_in_it
         _, location = console.post("/group-offsets/delete", form)
         assert "cannot delete the offsets of" in notice(location, "error")
         assert TopicPartition(LOG, 0) in admin.list_group_offsets("in-use")
+
+
+def test_client_quotas_are_set_shown_and_removed_from_the_quotas_page(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    form = {"entity_type": "user", "name": "alice", "key": "producer_byte_rate",
+            "value": "1048576"}  # fmt: skip
+    status, location = console.post("/quotas", form)
+    assert (status, notice(location)) == (
+        303,
+        "Quota producer_byte_rate of user alice set to 1048576.",
+    )
+    form = {"entity_type": "client-id", "name": "", "key": "consumer_byte_rate", "value": "2048"}
+    assert console.post("/quotas", form)[0] == 303
+    quotas = admin.describe_client_quotas()
+    assert quotas[(("user", "alice"),)] == {"producer_byte_rate": 1048576.0}
+    assert quotas[(("client-id", None),)] == {"consumer_byte_rate": 2048.0}
+    rows = _cells(console.get("/quotas")[1], "quotas")
+    assert ["user alice", "producer_byte_rate", "1048576", "Remove"] in rows
+    assert ["client-id (default)", "consumer_byte_rate", "2048", "Remove"] in rows
+    remove = {"entity_type": "user", "name": "alice", "key": "producer_byte_rate", "remove": "yes"}
+    _, location = console.post("/quotas", remove)
+    assert notice(location) == "Quota producer_byte_rate of user alice removed."
+    assert (("user", "alice"),) not in admin.describe_client_quotas()
+    _, location = console.post("/quotas", {**form, "value": "fast"})
+    assert "'fast' is not a number" in notice(location, "error")
+    _, location = console.post("/quotas", {**form, "key": "bytes_per_fortnight"})
+    assert "choose an entity type" in notice(location, "error")

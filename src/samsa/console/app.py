@@ -32,6 +32,7 @@ from samsa.console.group_pages import (
 )
 from samsa.console.guard import Guard
 from samsa.console.message_pages import messages_page, produce
+from samsa.console.quota_pages import alter_quota, quotas_page
 from samsa.console.reach import Reachability
 from samsa.console.state import PACKAGE, Console, ConsoleSettings, render
 from samsa.console.topic_pages import (
@@ -98,6 +99,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/topics/{topic}/messages", messages_page, name="messages"),
         Route("/topics/{topic}/messages", produce, methods=["POST"]),
         Route("/groups", groups_list, name="groups"),
+        Route("/quotas", quotas_page, name="quotas"),
+        Route("/quotas", alter_quota, methods=["POST"]),
         Route("/groups/{group_id:path}", group_page, name="group"),
         Route("/group-offsets/reset", reset_offsets, methods=["POST"]),
         Route("/group-offsets/delete", delete_offsets, methods=["POST"]),
