@@ -353,6 +353,23 @@ def test_resetting_a_group_to_earliest_from_the_page_raises_its_lag(
             shutil.copyfile(SCREENSHOTS / f"{name}.png", DOCS_IMAGES / f"console-{name}.png")
 
 
+def test_a_client_quota_set_from_the_quotas_page_is_listed(
+    browser: WebDriver, console: ConsoleProcess
+) -> None:
+    visit(browser, console, "/")
+    browser.find_element(By.LINK_TEXT, "Quotas").click()
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.ID, "set-quota")))
+    Select(browser.find_element(By.NAME, "entity_type")).select_by_value("client-id")
+    browser.find_element(By.NAME, "name").send_keys("shop-frontend")
+    Select(browser.find_element(By.NAME, "key")).select_by_value("producer_byte_rate")
+    browser.find_element(By.NAME, "value").send_keys("65536")
+    submit(browser, "set-quota")
+    assert "client-id shop-frontend set to 65536" in wait_for(browser, "notice")
+    assert column(browser, "quotas", 0) == ["client-id shop-frontend"]
+    assert column(browser, "quotas", 2) == ["65536"]
+    screenshot(browser, "quotas")
+
+
 def test_an_unknown_topic_shows_a_not_found_page(
     browser: WebDriver, console: ConsoleProcess
 ) -> None:
