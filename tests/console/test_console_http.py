@@ -7,6 +7,8 @@ a broker that refuses connections)."""
 
 from __future__ import annotations
 
+import csv
+import json
 import re
 import subprocess
 import sys
@@ -374,3 +376,30 @@ def test_client_quotas_are_set_shown_and_removed_from_the_quotas_page(
     assert "'fast' is not a number" in notice(location, "error")
     _, location = console.post("/quotas", {**form, "key": "bytes_per_fortnight"})
     assert "choose an entity type" in notice(location, "error")
+
+
+def test_a_search_is_exported_as_json_lines_and_csv(
+    console: ConsoleProcess, admin: Admin, broker: BrokerProcess
+) -> None:
+    query = f"/topics/{LOG}/messages?partition=0&mode=offset&offset=3"
+    assert 'id="export-jsonl"' in console.get(query)[1]
+    status, body = console.get(query + "&export=jsonl")
+    assert status == 200
+    lines = [json.loads(line) for line in body.splitlines()]
+    assert [(r["offset"], r["value"], r["value_encoding"]) for r in lines] == [
+        (3, "event 3", "utf-8"),
+        (4, "event 4", "utf-8"),
+    ]
+    assert lines[0]["timestamp"] == T0 + 3 * 60_000 and lines[0]["key"] is None
+    status, body = console.get(query + "&export=csv")
+    rows = list(csv.DictReader(body.splitlines()))
+    assert [(r["offset"], r["value"]) for r in rows] == [("3", "event 3"), ("4", "event 4")]
+    admin.create_topics([NewTopic("binary", 1)])
+    with Producer({"bootstrap.servers": broker.bootstrap}) as producer:
+        producer.send("binary", b"\xff\x00", key=b"k", headers=[("h", b"\xfe")])
+        producer.flush()
+    (record,) = [json.loads(line) for line in
+                 console.get("/topics/binary/messages?export=jsonl")[1].splitlines()]  # fmt: skip
+    assert (record["value"], record["value_encoding"]) == ("/wA=", "base64")
+    assert (record["key"], record["key_encoding"]) == ("k", "utf-8")
+    assert record["headers"] == [{"key": "h", "value": "/g==", "encoding": "base64"}]
