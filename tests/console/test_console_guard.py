@@ -113,7 +113,7 @@ def test_a_cross_site_delete_is_refused_and_the_topic_stays(
 
 
 @pytest.mark.parametrize("case", ["a foreign Origin", "no CSRF token"])
-def test_a_cross_site_config_quota_or_group_change_is_refused(
+def test_a_cross_site_config_quota_user_or_group_change_is_refused(
     console: ConsoleProcess, admin: Admin, case: str
 ) -> None:
     headers, options = REFUSED_POSTS[case]
@@ -124,6 +124,7 @@ def test_a_cross_site_config_quota_or_group_change_is_refused(
         f"/topics/{name}/configs": {"set": "retention.ms=1000"},
         "/group-offsets/delete": {"group": name, "topic": name},
         "/group-delete": {"group": name, "confirm": name},
+        "/users": {"user": name, "mechanism": "SCRAM-SHA-256", "password": "pw"},
         "/quotas": {
             "entity_type": "user",
             "name": name,
@@ -137,6 +138,7 @@ def test_a_cross_site_config_quota_or_group_change_is_refused(
     assert admin.describe_configs([resource])[resource]["retention.ms"].is_default
     assert TopicPartition(name, 0) in admin.list_group_offsets(name)
     assert (("user", name),) not in admin.describe_client_quotas()
+    assert name not in admin.describe_user_scram_credentials()
 
 
 def test_a_wrong_or_another_sessions_csrf_token_is_refused(

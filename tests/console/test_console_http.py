@@ -403,3 +403,26 @@ def test_a_search_is_exported_as_json_lines_and_csv(
     assert (record["value"], record["value_encoding"]) == ("/wA=", "base64")
     assert (record["key"], record["key_encoding"]) == ("k", "utf-8")
     assert record["headers"] == [{"key": "h", "value": "/g==", "encoding": "base64"}]
+
+
+def test_scram_users_are_set_listed_and_deleted_from_the_users_page(
+    console: ConsoleProcess, admin: Admin
+) -> None:
+    form = {"user": "carol", "mechanism": "SCRAM-SHA-512", "password": "s3cret-pw",
+            "iterations": "8192"}  # fmt: skip
+    status, location = console.post("/users", form)
+    assert (status, notice(location)) == (
+        303,
+        "Set the SCRAM-SHA-512 credential of user 'carol'.",
+    )
+    assert admin.describe_user_scram_credentials(["carol"]) == {"carol": {"SCRAM-SHA-512": 8192}}
+    assert ["carol", "SCRAM-SHA-512", "8192", "Delete"] in _cells(console.get("/users")[1], "users")
+    assert "s3cret-pw" not in console.log_path.read_text()
+    _, location = console.post("/users", {**form, "password": ""})
+    assert "type the user's password" in notice(location, "error")
+    delete = {"user": "carol", "mechanism": "SCRAM-SHA-512", "delete": "yes"}
+    _, location = console.post("/users", delete)
+    assert notice(location) == "Deleted the SCRAM-SHA-512 credential of user 'carol'."
+    assert "carol" not in admin.describe_user_scram_credentials()
+    _, location = console.post("/users", delete)
+    assert "cannot delete the SCRAM-SHA-512 credential of user 'carol'" in notice(location, "error")

@@ -44,6 +44,7 @@ from samsa.console.topic_pages import (
     topic_page,
     topics_list,
 )
+from samsa.console.user_pages import alter_user, users_page
 from samsa.errors import ErrorCode, KafkaError
 
 __all__ = ["create_app"]
@@ -101,6 +102,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/groups", groups_list, name="groups"),
         Route("/quotas", quotas_page, name="quotas"),
         Route("/quotas", alter_quota, methods=["POST"]),
+        Route("/users", users_page, name="users"),
+        Route("/users", alter_user, methods=["POST"]),
         Route("/groups/{group_id:path}", group_page, name="group"),
         Route("/group-offsets/reset", reset_offsets, methods=["POST"]),
         Route("/group-offsets/delete", delete_offsets, methods=["POST"]),
