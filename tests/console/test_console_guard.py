@@ -113,7 +113,7 @@ def test_a_cross_site_delete_is_refused_and_the_topic_stays(
 
 
 @pytest.mark.parametrize("case", ["a foreign Origin", "no CSRF token"])
-def test_a_cross_site_config_quota_user_or_group_change_is_refused(
+def test_a_cross_site_config_quota_user_acl_or_group_change_is_refused(
     console: ConsoleProcess, admin: Admin, case: str
 ) -> None:
     headers, options = REFUSED_POSTS[case]
@@ -124,6 +124,14 @@ def test_a_cross_site_config_quota_user_or_group_change_is_refused(
         f"/topics/{name}/configs": {"set": "retention.ms=1000"},
         "/group-offsets/delete": {"group": name, "topic": name},
         "/group-delete": {"group": name, "confirm": name},
+        "/acls": {
+            "resource_type": "TOPIC",
+            "name": name,
+            "pattern_type": "LITERAL",
+            "principal": "User:x",
+            "operation": "READ",
+            "permission": "ALLOW",
+        },
         "/users": {"user": name, "mechanism": "SCRAM-SHA-256", "password": "pw"},
         "/quotas": {
             "entity_type": "user",

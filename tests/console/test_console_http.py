@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from tests.acls import AUTHORIZER
 from tests.console.console_process import ConsoleProcess, start_console
 
 from samsa import Admin, Consumer, Producer
@@ -426,3 +427,45 @@ def test_scram_users_are_set_listed_and_deleted_from_the_users_page(
     assert "carol" not in admin.describe_user_scram_credentials()
     _, location = console.post("/users", delete)
     assert "cannot delete the SCRAM-SHA-512 credential of user 'carol'" in notice(location, "error")
+
+
+def test_the_acls_page_says_when_the_cluster_has_no_authorizer(console: ConsoleProcess) -> None:
+    status, page = console.get("/acls")
+    assert status == 200
+    assert 'id="acls-disabled"' in page and 'id="create-acl"' not in page
+
+
+def test_acls_are_created_listed_and_deleted_from_the_acls_page(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    secured = start_broker(tmp_path_factory.mktemp("acls") / "data",
+                           overrides=[AUTHORIZER, "super.users=User:ANONYMOUS"])  # fmt: skip
+    try:
+        process = start_console(secured, tmp_path_factory, "--sample-interval", "60")
+        try:
+            acl = {"resource_type": "TOPIC", "name": "orders", "pattern_type": "PREFIXED",
+                   "principal": "User:alice", "host": "*", "operation": "READ",
+                   "permission": "ALLOW"}  # fmt: skip
+            status, location = process.post("/acls", acl)
+            assert (status, notice(location)) == (
+                303,
+                "Created ACL: ALLOW User:alice from * READ on TOPIC prefixed 'orders'.",
+            )
+            with Admin({"bootstrap.servers": secured.bootstrap}) as admin:
+                (binding,) = admin.describe_acls()
+            assert (binding.pattern.name, binding.entry.principal) == ("orders", "User:alice")
+            rows = _cells(process.get("/acls")[1], "acls")
+            assert rows == [["TOPIC", "orders", "PREFIXED", "User:alice", "*", "READ", "ALLOW",
+                             "Delete"]]  # fmt: skip
+            _, location = process.post("/acls", {**acl, "operation": "FLY"})
+            assert "'FLY' is not one of" in notice(location, "error")
+            _, location = process.post("/acls", {**acl, "delete": "yes"})
+            assert notice(location).startswith("Deleted ACL: ALLOW User:alice")
+            with Admin({"bootstrap.servers": secured.bootstrap}) as admin:
+                assert admin.describe_acls() == []
+            _, location = process.post("/acls", {**acl, "delete": "yes"})
+            assert "no ACL ALLOW User:alice" in notice(location, "error")
+        finally:
+            process.stop()
+    finally:
+        secured.stop()

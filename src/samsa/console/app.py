@@ -22,6 +22,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from samsa.client.errors import ClientTimeoutError
+from samsa.console.acl_pages import acls_page, alter_acl
 from samsa.console.broker_pages import broker_page, brokers_list
 from samsa.console.group_pages import (
     delete_group,
@@ -103,6 +104,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/quotas", quotas_page, name="quotas"),
         Route("/quotas", alter_quota, methods=["POST"]),
         Route("/users", users_page, name="users"),
+        Route("/acls", acls_page, name="acls"),
+        Route("/acls", alter_acl, methods=["POST"]),
         Route("/users", alter_user, methods=["POST"]),
         Route("/groups/{group_id:path}", group_page, name="group"),
         Route("/group-offsets/reset", reset_offsets, methods=["POST"]),
