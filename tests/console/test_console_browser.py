@@ -370,6 +370,43 @@ def test_a_client_quota_set_from_the_quotas_page_is_listed(
     screenshot(browser, "quotas")
 
 
+def test_a_scram_user_set_from_the_users_page_is_listed(
+    browser: WebDriver, console: ConsoleProcess
+) -> None:
+    visit(browser, console, "/")
+    browser.find_element(By.LINK_TEXT, "Users").click()
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.ID, "set-user")))
+    browser.find_element(By.NAME, "user").send_keys("dave")
+    Select(browser.find_element(By.NAME, "mechanism")).select_by_value("SCRAM-SHA-256")
+    browser.find_element(By.NAME, "password").send_keys("dave-secret")
+    submit(browser, "set-user")
+    assert wait_for(browser, "notice") == "Set the SCRAM-SHA-256 credential of user 'dave'."
+    assert column(browser, "users", 0) == ["dave"]
+    assert column(browser, "users", 2) == ["4096"]
+    screenshot(browser, "users")
+
+
+def test_the_acls_page_says_the_cluster_has_no_authorizer(
+    browser: WebDriver, console: ConsoleProcess
+) -> None:
+    visit(browser, console, "/acls")
+    assert "no authorizer" in text_of(browser, "acls-disabled")
+
+
+def test_a_search_links_its_exports_and_a_group_is_deleted_from_its_page(
+    browser: WebDriver, console: ConsoleProcess, cluster: BrokerProcess
+) -> None:
+    visit(browser, console, f"/topics/{TOPIC}/messages?partition=0&mode=offset&offset=0")
+    link = browser.find_element(By.ID, "export-csv").get_attribute("href")
+    assert link.endswith("partition=0&mode=offset&offset=0&export=csv")
+    visit(browser, console, f"/groups/{GROUP}")
+    browser.find_element(By.CSS_SELECTOR, "#delete-group input[name=confirm]").send_keys(GROUP)
+    submit(browser, "delete-group")
+    assert wait_for(browser, "notice") == f"Deleted group {GROUP}."
+    with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
+        assert GROUP not in {g.group_id for g in admin.list_groups()}
+
+
 def test_an_unknown_topic_shows_a_not_found_page(
     browser: WebDriver, console: ConsoleProcess
 ) -> None:
