@@ -186,6 +186,31 @@ def test_overview_shows_the_broker_the_topic_counts_and_the_produced_throughput(
     screenshot(browser, "overview")
 
 
+def test_the_brokers_page_shows_the_broker_its_leaders_and_its_configs(
+    browser: WebDriver, console: ConsoleProcess, cluster: BrokerProcess
+) -> None:
+    visit(browser, console, "/")
+    assert text_of(browser, "controller").startswith("#")
+    browser.find_element(By.LINK_TEXT, "Brokers").click()
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.ID, "broker-table")))
+    assert column(browser, "broker-table", 1) == [cluster.bootstrap]
+    assert column(browser, "broker-table", 3) == ["controller"]
+    with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
+        led = sum(
+            len(t.partitions)
+            for t in admin.describe_topics(admin.list_topics(include_internal=True)).values()
+        )
+    assert column(browser, "broker-table", 5) == [str(led)]
+    screenshot(browser, "brokers")
+    browser.find_element(By.CSS_SELECTOR, "#broker-table tbody a").click()
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.ID, "log-dirs")))
+    assert text_of(browser, "controller-mark") == "controller"
+    assert column(browser, "log-dirs", 0) == [str(cluster.data_dir)]
+    assert "group.initial.rebalance.delay.ms" in column(browser, "config-overrides", 0)
+    assert "num.partitions" in column(browser, "config-defaults", 0)
+    screenshot(browser, "broker")
+
+
 def test_the_topics_list_pages_and_searches_a_thousand_topics(
     browser: WebDriver, console: ConsoleProcess
 ) -> None:
@@ -225,6 +250,28 @@ def test_the_topic_page_shows_offsets_leaders_and_isr_per_partition(
     assert column(browser, "partitions", 5) == [node] * PARTITIONS  # the only broker leads
     assert column(browser, "partitions", 8) == [node] * PARTITIONS  # and is the ISR
     screenshot(browser, "topic")
+
+
+def test_a_topics_config_is_changed_and_reset_from_its_page(
+    browser: WebDriver, console: ConsoleProcess
+) -> None:
+    visit(browser, console, f"/topics/{CLICKS}")
+    assert "retention.ms" in column(browser, "config-defaults", 0)
+    browser.find_element(By.CSS_SELECTOR, "#alter-configs textarea").send_keys(
+        "retention.ms=7200000"
+    )
+    submit(browser, "alter-configs")
+    assert "retention.ms=7200000" in wait_for(browser, "notice")
+    assert column(browser, "config-overrides", 0) == ["retention.ms"]
+    assert column(browser, "config-overrides", 1) == ["7200000"]
+    assert "retention.ms" not in column(browser, "config-defaults", 0)
+    screenshot(browser, "topic-configs")
+    browser.find_element(By.CSS_SELECTOR, "#config-overrides button[type=submit]").click()
+    # The page before has a notice too: wait for the new one.
+    WebDriverWait(browser, WAIT_S).until(
+        ec.text_to_be_present_in_element((By.ID, "notice"), "retention.ms to its default")
+    )
+    assert "retention.ms" in column(browser, "config-defaults", 0)
 
 
 def test_the_message_browser_shows_the_produced_values(
@@ -304,6 +351,60 @@ def test_resetting_a_group_to_earliest_from_the_page_raises_its_lag(
     if os.environ.get("SAMSA_DOCS_SCREENSHOTS") == "1":  # the README's two, when asked
         for name in ("overview", "group"):
             shutil.copyfile(SCREENSHOTS / f"{name}.png", DOCS_IMAGES / f"console-{name}.png")
+
+
+def test_a_client_quota_set_from_the_quotas_page_is_listed(
+    browser: WebDriver, console: ConsoleProcess
+) -> None:
+    visit(browser, console, "/")
+    browser.find_element(By.LINK_TEXT, "Quotas").click()
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.ID, "set-quota")))
+    Select(browser.find_element(By.NAME, "entity_type")).select_by_value("client-id")
+    browser.find_element(By.NAME, "name").send_keys("shop-frontend")
+    Select(browser.find_element(By.NAME, "key")).select_by_value("producer_byte_rate")
+    browser.find_element(By.NAME, "value").send_keys("65536")
+    submit(browser, "set-quota")
+    assert "client-id shop-frontend set to 65536" in wait_for(browser, "notice")
+    assert column(browser, "quotas", 0) == ["client-id shop-frontend"]
+    assert column(browser, "quotas", 2) == ["65536"]
+    screenshot(browser, "quotas")
+
+
+def test_a_scram_user_set_from_the_users_page_is_listed(
+    browser: WebDriver, console: ConsoleProcess
+) -> None:
+    visit(browser, console, "/")
+    browser.find_element(By.LINK_TEXT, "Users").click()
+    WebDriverWait(browser, WAIT_S).until(ec.presence_of_element_located((By.ID, "set-user")))
+    browser.find_element(By.NAME, "user").send_keys("dave")
+    Select(browser.find_element(By.NAME, "mechanism")).select_by_value("SCRAM-SHA-256")
+    browser.find_element(By.NAME, "password").send_keys("dave-secret")
+    submit(browser, "set-user")
+    assert wait_for(browser, "notice") == "Set the SCRAM-SHA-256 credential of user 'dave'."
+    assert column(browser, "users", 0) == ["dave"]
+    assert column(browser, "users", 2) == ["4096"]
+    screenshot(browser, "users")
+
+
+def test_the_acls_page_says_the_cluster_has_no_authorizer(
+    browser: WebDriver, console: ConsoleProcess
+) -> None:
+    visit(browser, console, "/acls")
+    assert "no authorizer" in text_of(browser, "acls-disabled")
+
+
+def test_a_search_links_its_exports_and_a_group_is_deleted_from_its_page(
+    browser: WebDriver, console: ConsoleProcess, cluster: BrokerProcess
+) -> None:
+    visit(browser, console, f"/topics/{TOPIC}/messages?partition=0&mode=offset&offset=0")
+    link = browser.find_element(By.ID, "export-csv").get_attribute("href")
+    assert link.endswith("partition=0&mode=offset&offset=0&export=csv")
+    visit(browser, console, f"/groups/{GROUP}")
+    browser.find_element(By.CSS_SELECTOR, "#delete-group input[name=confirm]").send_keys(GROUP)
+    submit(browser, "delete-group")
+    assert wait_for(browser, "notice") == f"Deleted group {GROUP}."
+    with Admin({"bootstrap.servers": cluster.bootstrap}) as admin:
+        assert GROUP not in {g.group_id for g in admin.list_groups()}
 
 
 def test_an_unknown_topic_shows_a_not_found_page(

@@ -19,9 +19,10 @@ import pytest
 from tests.console.console_process import ConsoleProcess, start_console
 
 from samsa import Admin
-from samsa.client.admin import NewTopic, ScramUpsertion
+from samsa.client.admin import ConfigResource, NewTopic, ScramUpsertion
 from samsa.console.guard import parse_host
 from samsa.testing import BrokerProcess, start_broker
+from samsa.types import TopicPartition
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -109,6 +110,43 @@ def test_a_cross_site_delete_is_refused_and_the_topic_stays(
     assert status == 403, body
     assert name in admin.list_topics()
     assert logged(console, rf"refused POST /topics/{name}/delete by anonymous")
+
+
+@pytest.mark.parametrize("case", ["a foreign Origin", "no CSRF token"])
+def test_a_cross_site_config_quota_user_acl_or_group_change_is_refused(
+    console: ConsoleProcess, admin: Admin, case: str
+) -> None:
+    headers, options = REFUSED_POSTS[case]
+    name = "kept-configs-" + re.sub(r"\W", "-", case)
+    admin.create_topics([NewTopic(name, 1)])
+    admin.alter_group_offsets(name, {TopicPartition(name, 0): 0})
+    posts = {
+        f"/topics/{name}/configs": {"set": "retention.ms=1000"},
+        "/group-offsets/delete": {"group": name, "topic": name},
+        "/group-delete": {"group": name, "confirm": name},
+        "/acls": {
+            "resource_type": "TOPIC",
+            "name": name,
+            "pattern_type": "LITERAL",
+            "principal": "User:x",
+            "operation": "READ",
+            "permission": "ALLOW",
+        },
+        "/users": {"user": name, "mechanism": "SCRAM-SHA-256", "password": "pw"},
+        "/quotas": {
+            "entity_type": "user",
+            "name": name,
+            "key": "producer_byte_rate",
+            "value": "1024",
+        },
+    }
+    for path, form in posts.items():
+        assert console.post(path, form, headers, **options)[0] == 403, path
+    resource = ConfigResource.topic(name)
+    assert admin.describe_configs([resource])[resource]["retention.ms"].is_default
+    assert TopicPartition(name, 0) in admin.list_group_offsets(name)
+    assert (("user", name),) not in admin.describe_client_quotas()
+    assert name not in admin.describe_user_scram_credentials()
 
 
 def test_a_wrong_or_another_sessions_csrf_token_is_refused(

@@ -1,6 +1,7 @@
 """The consumer group pages: the groups list (state, members, total lag; search, pages),
-one group (members and their assignment, lag per partition with a total), and resetting
-its offsets — a form, a page showing the new offsets to confirm, then the commit.
+one group (members and their assignment, lag per partition with a total), resetting
+its offsets — a form, a page showing the new offsets to confirm, then the commit — and
+deleting a group (its name typed to confirm) or its committed offsets of a topic.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from samsa.console.state import audit, clients_of, console_of, int_param, redire
 from samsa.errors import KafkaError
 from samsa.types import TopicPartition
 
-__all__ = ["group_page", "groups_list", "reset_offsets"]
+__all__ = ["delete_group", "delete_offsets", "group_page", "groups_list", "reset_offsets"]
 
 
 async def groups_list(request: Request) -> Response:
@@ -77,6 +78,7 @@ async def group_page(request: Request) -> Response:
         lags=lags,
         total=total_lag(lags),
         topics=sorted({row.partition.topic for row in lags}),
+        committed_topics=sorted({r.partition.topic for r in lags if r.committed is not None}),
         can_reset=description.state in INACTIVE_STATES,
         targets=RESET_TARGETS,
         exists=exists,
@@ -146,3 +148,42 @@ async def reset_offsets(request: Request) -> Response:
     offsets = ", ".join(f"{tp.topic}-{tp.partition}={new}" for tp, new in sorted(plan.items()))
     audit(request, "reset the offsets of group %r to %s: %s", group_id, target, offsets)
     return redirect(back, notice=f"Reset {len(plan)} partition(s) of group {group_id} to {target}.")
+
+
+async def delete_group(request: Request) -> Response:
+    """Delete the group ``group`` when ``confirm`` repeats its name (the broker refuses
+    while consumers are in it)."""
+    form = await request.form()
+    group_id = str(form.get("group", ""))
+    back = _url(group_id)
+    if not group_id or form.get("confirm") != group_id:
+        return redirect(back, error="type the group's name to confirm its deletion")
+    try:
+        await clients_of(request).admin.delete_groups([group_id])
+    except KafkaError as exc:
+        audit(request, "failed to delete group %r: %s", group_id, exc)
+        return redirect(back, error=f"cannot delete group {group_id!r}: {exc}")
+    audit(request, "deleted group %r", group_id)
+    return redirect("/groups", notice=f"Deleted group {group_id}.")
+
+
+async def delete_offsets(request: Request) -> Response:
+    """Delete the committed offsets of group ``group`` for topic ``topic`` (the broker
+    refuses while the group consumes that topic)."""
+    admin = clients_of(request).admin
+    form = await request.form()
+    group_id = str(form.get("group", ""))
+    topic = str(form.get("topic", ""))
+    back = _url(group_id)
+    partitions = [tp for tp in await admin.list_group_offsets(group_id) if tp.topic == topic]
+    if not partitions:
+        return redirect(back, error=f"group {group_id!r} has no committed offsets of {topic!r}")
+    try:
+        await admin.delete_group_offsets(group_id, partitions)
+    except KafkaError as exc:
+        audit(request, "failed to delete the offsets of group %r for %r: %s", group_id, topic, exc)
+        return redirect(back, error=f"cannot delete the offsets of {topic!r}: {exc}")
+    audit(request, "deleted the offsets of group %r for topic %r (%d partitions)",
+          group_id, topic, len(partitions))  # fmt: skip
+    return redirect(back, notice=f"Deleted the committed offsets of {topic} "
+                    f"({len(partitions)} partition(s)) from group {group_id}.")  # fmt: skip

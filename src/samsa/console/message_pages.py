@@ -3,14 +3,25 @@
 The browser's query string says what to read (``partition``, ``mode``, ``offset``,
 ``timestamp``, ``limit``, ``filter``) and how to show bytes (``format``); producing posts
 a key, a value, headers (``name=value`` lines) and optionally a partition, then comes
-back to the browser showing the newest records.
+back to the browser showing the newest records. With ``export=jsonl`` or ``export=csv``
+the records the query finds are downloaded instead: one JSON object (or CSV row) per
+record, a key, value or header value as UTF-8 text when it is, else base64 (its
+``*_encoding`` field says which).
 """
 
 from __future__ import annotations
 
+import base64
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
 from starlette.requests import Request
 from starlette.responses import Response
 
+from samsa.client.consumer import ConsumerRecord
 from samsa.console.browse import MODES, BrowseRequest, browse
 from samsa.console.render import (
     FORMATS,
@@ -25,6 +36,50 @@ from samsa.errors import SamsaError
 __all__ = ["messages_page", "produce"]
 
 MAX_LIMIT = 500
+EXPORTS = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
+CSV_FIELDS = ("topic", "partition", "offset", "timestamp", "timestamp_type", "key",
+              "key_encoding", "value", "value_encoding", "headers")  # fmt: skip
+
+
+def _encoded(data: bytes | None) -> tuple[str | None, str | None]:
+    """Bytes as (text, encoding): UTF-8 text when they are, else base64; None for null."""
+    if data is None:
+        return None, None
+    try:
+        return data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(data).decode("ascii"), "base64"
+
+
+def _exported(record: ConsumerRecord) -> dict[str, Any]:
+    key, key_encoding = _encoded(record.key)
+    value, value_encoding = _encoded(record.value)
+    headers = []
+    for name, data in record.headers:
+        text, encoding = _encoded(data)
+        headers.append({"key": name, "value": text, "encoding": encoding})
+    return {
+        "topic": record.topic, "partition": record.partition, "offset": record.offset,
+        "timestamp": record.timestamp, "timestamp_type": record.timestamp_type,
+        "key": key, "key_encoding": key_encoding,
+        "value": value, "value_encoding": value_encoding, "headers": headers,
+    }  # fmt: skip
+
+
+def _export(name: str, kind: str, records: Sequence[ConsumerRecord]) -> Response:
+    rows = [_exported(r) for r in records]
+    if kind == "jsonl":
+        body = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    else:
+        out = io.StringIO()
+        writer = csv.DictWriter(out, CSV_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row, "headers": json.dumps(row["headers"], ensure_ascii=False)})
+        body = out.getvalue()
+    disposition = f'attachment; filename="{name}.{kind}"'
+    return Response(body, media_type=EXPORTS[kind],
+                    headers={"Content-Disposition": disposition})  # fmt: skip
 
 
 async def messages_page(request: Request) -> Response:
@@ -58,6 +113,9 @@ async def messages_page(request: Request) -> Response:
     result = None
     if not error:
         result = await browse(clients.reader_properties, name, count, wanted)
+        export = params.get("export", "")
+        if export in EXPORTS:
+            return _export(name, export, result.records)
     records = [
         {
             "record": r,

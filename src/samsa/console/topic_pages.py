@@ -1,6 +1,6 @@
 """The cluster overview and the topic pages: the topics list (search, pages), one topic
-(partitions with offsets, leaders and ISR; configs), and creating, deleting and adding
-partitions to topics.
+(partitions with offsets, leaders and ISR; configs set on it apart from defaults), and
+creating, deleting, adding partitions to and changing the configs of topics.
 
 A list page asks the cluster for the names of all topics (one Metadata request) but
 describes, sizes and counts only the topics of the page shown, so a cluster of thousands
@@ -17,6 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from samsa.client.admin import (
+    AlterConfigOp,
+    AlterConfigOpType,
     ConfigResource,
     NewTopic,
     OffsetSpec,
@@ -30,6 +32,7 @@ from samsa.types import TopicPartition
 
 __all__ = [
     "add_partitions",
+    "alter_topic_configs",
     "create_topic",
     "delete_topic",
     "overview",
@@ -171,7 +174,8 @@ async def topic_page(request: Request) -> Response:
         partitions=partitions,
         messages=sum(p.high - p.low for p in partitions),
         size=sum(max(0, p.size) for p in partitions),
-        configs=sorted(configs.values(), key=lambda c: (c.is_default, c.name)),
+        overrides=sorted((c for c in configs.values() if not c.is_default), key=lambda c: c.name),
+        defaults=sorted((c for c in configs.values() if c.is_default), key=lambda c: c.name),
     )
 
 
@@ -212,6 +216,40 @@ async def add_partitions(request: Request) -> Response:
         return redirect(f"/topics/{name}", error=f"cannot raise the partition count: {exc}")
     audit(request, "raised topic %r to %d partitions", name, count)
     return redirect(f"/topics/{name}", notice=f"Topic {name} now has {count} partitions.")
+
+
+async def alter_topic_configs(request: Request) -> Response:
+    """Set the ``set`` lines (NAME=VALUE) and take each ``delete`` name back to its
+    default, once the broker has validated the whole change (validate_only)."""
+    name = request.path_params["topic"]
+    back = f"/topics/{name}"
+    form = await request.form()
+    try:
+        pairs = key_value_lines(str(form.get("set", "")), "config")
+    except ValueError as exc:
+        return redirect(back, error=str(exc))
+    ops = [AlterConfigOp(key, value) for key, value in pairs]
+    ops += [AlterConfigOp(str(key), None, AlterConfigOpType.DELETE)
+            for key in form.getlist("delete") if str(key).strip()]  # fmt: skip
+    if not ops:
+        return redirect(back, error="name a config to set (NAME=VALUE) or to reset")
+    change = ", ".join(
+        f"{op.name}={op.value}" if op.op is AlterConfigOpType.SET else f"{op.name} to its default"
+        for op in ops
+    )
+    resource = ConfigResource.topic(name)
+    admin = clients_of(request).admin
+    for validate_only in (True, False):
+        try:
+            error = (await admin.alter_configs({resource: ops}, validate_only=validate_only,
+                                               raise_on_error=False))[resource]  # fmt: skip
+        except KafkaError as exc:
+            error = exc
+        if error is not None:
+            audit(request, "failed to change the configs of topic %r (%s): %s", name, change, error)
+            return redirect(back, error=f"cannot change the configs of {name}: {error}")
+    audit(request, "changed the configs of topic %r: %s", name, change)
+    return redirect(back, notice=f"Changed the configs of {name}: {change}.")
 
 
 async def delete_topic(request: Request) -> Response:
