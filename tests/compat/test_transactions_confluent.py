@@ -31,7 +31,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.integration.txn_copier import copy_topic, end_offsets
+from tests.compat.txn_copier import copy_topic, end_offsets
 from tests.rawclient import exchange
 
 from samsa.testing import BrokerProcess, start_broker
