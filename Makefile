@@ -148,7 +148,9 @@ TEST_WORKERS ?= 2
 test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(JVM)
 	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
-test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(RDKAFKA_DEV)
+# Long schedules: repeated failovers, the nemesis, Spark clusters, Kafka's command-line
+# tools (a JVM per run), three-node Kafka, whole-cluster data loss.
+test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(RDKAFKA_DEV) $(JVM)
 	$(BIN)/pytest -m slow -q
 
 bench: $(STAMP) $(RDKAFKA_DEV)
