@@ -67,13 +67,13 @@ $(SARAMA): $(STAMP)
 	touch $(SARAMA)
 
 # KafkaJS 2.2, the Node.js client: Debian's nodejs and npm, then the version pinned by
-# tests/integration/kafkajs/package-lock.json from the npm registry.
-$(KAFKAJS): $(STAMP) tests/integration/kafkajs/package-lock.json
+# tests/compat/kafkajs/package-lock.json from the npm registry.
+$(KAFKAJS): $(STAMP) tests/compat/kafkajs/package-lock.json
 	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
 	  echo "installing Node.js and npm (Debian packages)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq nodejs npm; }
-	cd tests/integration/kafkajs && npm ci --no-audit --no-fund --loglevel=error
+	cd tests/compat/kafkajs && npm ci --no-audit --no-fund --loglevel=error
 	touch $(KAFKAJS)
 
 # bench/loadgen.py builds its C load generator on librdkafka's headers (Debian's
@@ -150,6 +150,8 @@ TEST_WORKERS ?= 2
 test: lint $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(JVM)
 	$(BIN)/pytest -m "not slow" -q -n $(TEST_WORKERS)
 
+# Long schedules: repeated failovers, the nemesis, Spark clusters, Kafka's command-line
+# tools (a JVM per run), three-node Kafka, whole-cluster data loss.
 test-slow: $(SPARK) $(KCAT) $(ZK) $(CHROMIUM) $(SARAMA) $(KAFKAJS) $(RDKAFKA_DEV) $(JVM)
 	$(BIN)/pytest -m slow -q
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -12,6 +11,7 @@ from samsa.cluster.controller import Controller
 from samsa.cluster.kafka_zk import KafkaZk
 from samsa.cluster.zk_client import ZkClient
 from samsa.cluster.zk_data import BrokerRegistration, Endpoint, TopicAssignment
+from samsa.testing.waiting import wait_until_async
 from samsa.types import TopicPartition
 
 
@@ -50,13 +50,6 @@ class Broker:
         await self.client.close()
 
 
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, f"not reached in {timeout} s: {what}"
-        await asyncio.sleep(0.05)
-
-
 async def active(brokers: list[Broker]) -> list[Broker]:
     return [b for b in brokers if b.controller.is_active]
 
@@ -67,14 +60,15 @@ async def one_active(brokers: list[Broker]) -> Broker:
     async def exactly_one() -> bool:
         return len(await active(brokers)) == 1
 
-    await eventually(exactly_one, "exactly one active controller")
+    await wait_until_async(exactly_one, "exactly one active controller", timeout=15)
     controller = (await active(brokers))[0]
     # Registrations reach the controller through a watch: a topic created before it has
     # seen a broker alive leaves that broker out of the new partitions' ISRs.
     for broker in brokers:
-        await eventually(
-            lambda b=broker.broker_id: seen_by_controller(controller, b),  # type: ignore[misc]
+        await wait_until_async(
+            lambda b=broker.broker_id: seen_by_controller(controller, b),
             f"broker {broker.broker_id} seen alive by the controller",
+            timeout=15,
         )
     return controller
 
@@ -96,7 +90,9 @@ async def wait_for_state(
         state = await state_of(zk, topic, partition)
         return state is not None and (state.leader, state.isr) == (leader, isr)
 
-    await eventually(reached, f"{topic}-{partition} led by {leader} with isr {isr}")
+    await wait_until_async(
+        reached, f"{topic}-{partition} led by {leader} with isr {isr}", timeout=15
+    )
     state = await state_of(zk, topic, partition)
     assert state is not None
     return state

@@ -12,7 +12,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
-from tests.integration.txn_copier import CopyStats, copy_topic, read_committed
+from tests.compat.txn_copier import CopyStats, copy_topic, read_committed
 
 from samsa import Consumer as SamsaConsumer
 from samsa import Producer as SamsaProducer

@@ -6,9 +6,8 @@ topic replicated on all three, written with acks=all by confluent-kafka.
 
 from __future__ import annotations
 
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.cluster.conftest import GROUP_SETTINGS
 
 from samsa.testing.cluster import LocalCluster
+from samsa.testing.waiting import wait_until
 from samsa.testing.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -47,15 +47,6 @@ def scrape(cluster: LocalCluster, broker_id: int) -> dict[str, float]:
                 name = f"{name}{{{sample.labels['request']}}}"
             found[name] = found.get(name, 0.0) + sample.value
     return found
-
-
-def wait_for(check: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + WAIT_S
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +81,7 @@ def test_exactly_one_broker_is_the_active_controller(cluster: LocalCluster) -> N
                   for b in cluster.alive()]  # fmt: skip
         return sorted(counts) == [0, 0, 1]
 
-    assert wait_for(one)
+    wait_until(one, "one active controller", timeout=WAIT_S, interval=0.1)
 
 
 def test_followers_take_in_as_replication_bytes_what_the_leader_took_in(
@@ -101,11 +92,13 @@ def test_followers_take_in_as_replication_bytes_what_the_leader_took_in(
     assert led["kafka_server_brokertopicmetrics_messagesin_total{topic}"] == RECORDS
     bytes_in = led["kafka_server_brokertopicmetrics_bytesin_total{topic}"]
     for follower in (b for b in cluster.alive() if b != leader):
-        assert wait_for(
+        wait_until(
             lambda f=follower: scrape(cluster, f)[
                 "kafka_server_brokertopicmetrics_replicationbytesin_total{topic}"
-            ] == bytes_in
-        ), f"broker {follower}"  # fmt: skip
+            ] == bytes_in,
+            f"broker {follower} to count the leader's bytes as replication bytes in",
+            timeout=WAIT_S, interval=0.1,
+        )  # fmt: skip
     assert (
         scrape(cluster, leader)["kafka_server_brokertopicmetrics_replicationbytesout_total{topic}"]
         >= 2 * bytes_in
@@ -124,20 +117,26 @@ def test_a_frozen_follower_shrinks_the_isr_and_its_thaw_expands_it(
     producer.produce(TOPIC, b"past the frozen follower", partition=0)
     assert producer.flush(WAIT_S) == 0
     try:
-        assert wait_for(
+        wait_until(
             lambda: (
                 scrape(cluster, leader)["kafka_server_replicamanager_isrshrinks_total"]
                 > before["kafka_server_replicamanager_isrshrinks_total"]
-            )
+            ),
+            "the ISR to shrink",
+            timeout=WAIT_S,
+            interval=0.1,
         )
         assert scrape(cluster, leader)["kafka_server_replicamanager_underreplicatedpartitions"] >= 1
     finally:
         cluster.resume(follower)
-    assert wait_for(
+    wait_until(
         lambda: (
             scrape(cluster, leader)["kafka_server_replicamanager_isrexpands_total"]
             > before["kafka_server_replicamanager_isrexpands_total"]
-        )
+        ),
+        "the ISR to expand",
+        timeout=WAIT_S,
+        interval=0.1,
     )
 
 
@@ -159,7 +158,15 @@ def test_a_deleted_topics_series_leave_every_brokers_scrape(cluster: LocalCluste
     assert producer.flush(WAIT_S) == 0
     del producer
     brokers = cluster.alive()
-    assert wait_for(lambda: all(_names_topic(cluster, b, topic) for b in brokers))
+    wait_until(
+        lambda: all(_names_topic(cluster, b, topic) for b in brokers),
+        "every broker's scrape names the topic",
+        timeout=WAIT_S,
+    )
 
     admin.delete_topics([topic])[topic].result(WAIT_S)
-    assert wait_for(lambda: not any(_names_topic(cluster, b, topic) for b in brokers))
+    wait_until(
+        lambda: not any(_names_topic(cluster, b, topic) for b in brokers),
+        "no broker's scrape names the deleted topic",
+        timeout=WAIT_S,
+    )

@@ -127,6 +127,7 @@ def _last_isr_member_wiped(cluster: LocalCluster) -> tuple[int, list[int], Path]
     return leader, followers, kept
 
 
+@pytest.mark.slow  # a cluster started, killed whole and restarted: 45-60 s here
 def test_a_wiped_last_isr_member_does_not_lead_until_an_unclean_election_takes_a_follower(
     cluster: LocalCluster,
 ) -> None:
@@ -141,6 +142,7 @@ def test_a_wiped_last_isr_member_does_not_lead_until_an_unclean_election_takes_a
         assert _values(cluster, broker, "acked") == expected
 
 
+@pytest.mark.slow  # a cluster started, killed whole and restarted: 45-60 s here
 def test_a_wiped_last_isr_member_leads_again_once_its_data_is_restored(
     cluster: LocalCluster,
 ) -> None:

@@ -17,7 +17,7 @@ from tests.cluster.test_failover import (
     check_replicas_and_acknowledgements,
     create_failover_topic,
 )
-from tests.integration.txn_copier import copy_topic, read_committed
+from tests.compat.txn_copier import copy_topic, read_committed
 from tests.rawclient import exchange
 
 from samsa.coordinator.group.records import partition_for

@@ -1,4 +1,6 @@
-"""The broker the JVM compatibility suites share: one per test process."""
+"""Compatibility with other clients and tools: Kafka's Java clients and command-line tools
+(the JVM suites, sharing one broker per test process, below), librdkafka (confluent-kafka,
+kcat), kafka-python, aiokafka, KafkaJS, Sarama and clients of the 0.8–0.11 era."""
 
 from __future__ import annotations
 

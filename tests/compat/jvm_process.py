@@ -11,19 +11,11 @@ import contextlib
 import signal
 import subprocess
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tests.compat.jvm import java_command
 
-
-def wait_until(check: Callable[[], bool], what: str, timeout: float, poll: float = 0.1) -> None:
-    """Return once ``check()`` holds; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"not reached in {timeout} s: {what}"
-        time.sleep(poll)
+from samsa.testing.waiting import wait_until
 
 
 def log4j_settings(info: tuple[str, ...]) -> str:
@@ -91,7 +83,7 @@ class JavaProcess:
             assert self.running, f"exited before printing {line!r}:\n{self.details()}"
             return False
 
-        wait_until(seen, f"{line!r} printed", timeout)
+        wait_until(seen, f"{line!r} printed", timeout=timeout)
 
     def details(self) -> str:
         """What it printed, and the end of its log, for a failure message."""

@@ -42,9 +42,10 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
-from tests.compat.jvm_process import JavaProcess, wait_until
+from tests.compat.jvm_process import JavaProcess
 
 from samsa.testing import BrokerProcess
+from samsa.testing.waiting import wait_until
 from samsa.testing.zookeeper import free_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -124,7 +125,9 @@ class ConnectWorker:
 
     def start(self) -> None:
         self.process.start()
-        wait_until(self.serving, "the Connect worker's REST API answers", WAIT_S, poll=0.5)
+        wait_until(
+            self.serving, "the Connect worker's REST API answers", timeout=WAIT_S, interval=0.5
+        )
 
     def running(self, connector: str) -> bool:
         """The connector and each of its tasks run (a failed one fails the test)."""
@@ -146,7 +149,7 @@ class ConnectWorker:
 
     def wait_running(self, *connectors: str) -> None:
         wait_until(lambda: all(self.running(c) for c in connectors),
-                   f"{', '.join(connectors)} running", WAIT_S, poll=0.3)  # fmt: skip
+                   f"{', '.join(connectors)} running", timeout=WAIT_S, interval=0.3)  # fmt: skip
 
     def stop(self) -> int:
         """SIGTERM: the worker's shutdown hook stops the connectors and leaves the group."""
@@ -215,7 +218,7 @@ class Pipeline:
             return False
 
         try:
-            wait_until(all_sunk, f"{what}: every line sunk", WAIT_S, poll=0.2)
+            wait_until(all_sunk, f"{what}: every line sunk", timeout=WAIT_S, interval=0.2)
         except AssertionError as failure:
             missing = [line for line in self.lines if line not in set(self.sunk())]
             uncommitted = self.topic_lines("read_uncommitted")
@@ -228,7 +231,9 @@ class Pipeline:
     def end_offset(self) -> int:
         consumer = Consumer({"bootstrap.servers": self.worker.bootstrap, "group.id": "-", **QUIET})
         try:
-            end = consumer.get_watermark_offsets(ConfluentPartition(self.topic, 0), WAIT_S)[1]
+            end = consumer.get_watermark_offsets(ConfluentPartition(self.topic, 0), timeout=WAIT_S)[
+                1
+            ]
             return int(end)
         finally:
             consumer.close()
@@ -242,7 +247,9 @@ class Pipeline:
         read: list[str] = []
         try:
             consumer.assign([ConfluentPartition(self.topic, 0, 0)])
-            end = consumer.get_watermark_offsets(ConfluentPartition(self.topic, 0), WAIT_S)[1]
+            end = consumer.get_watermark_offsets(ConfluentPartition(self.topic, 0), timeout=WAIT_S)[
+                1
+            ]
 
             def at_end() -> bool:
                 for message in consumer.consume(1000, 0.5):
@@ -251,7 +258,7 @@ class Pipeline:
                 (position,) = consumer.position([ConfluentPartition(self.topic, 0)])
                 return bool(position.offset >= end)
 
-            wait_until(at_end, f"{self.topic} read to its end", WAIT_S)
+            wait_until(at_end, f"{self.topic} read to its end", timeout=WAIT_S)
         finally:
             consumer.close()
         return read
@@ -351,11 +358,11 @@ def test_connect_worker_killed_and_restarted(
     pipeline.start(exactly_once=exactly_once)
     with appending(pipeline):
         for _ in range(2):
-            wait_until(sink_grows(pipeline), "lines sunk", WAIT_S)
+            wait_until(sink_grows(pipeline), "lines sunk", timeout=WAIT_S)
             worker.process.kill()  # SIGKILL: no offsets flushed, no group left
             worker.start()
             worker.wait_running("file-source", "file-sink")
-        wait_until(sink_grows(pipeline), "lines sunk after two kills", WAIT_S)
+        wait_until(sink_grows(pipeline), "lines sunk after two kills", timeout=WAIT_S)
     pipeline.wait_sunk("after two kills")
     replays_only(pipeline.sunk(), pipeline.lines)
     in_topic = pipeline.topic_lines()

@@ -28,9 +28,10 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from tests.compat.jvm_process import JavaProcess, wait_until
+from tests.compat.jvm_process import JavaProcess
 
 from samsa.testing import BrokerProcess, LocalCluster, start_cluster
+from samsa.testing.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -84,7 +85,7 @@ class WordCountRun:
         return consumer
 
     def start(self) -> None:
-        self.process.start().wait_for("STATE RUNNING", WAIT_S)
+        self.process.start().wait_for("STATE RUNNING", timeout=WAIT_S)
 
     def produce(self, lines: list[str]) -> None:
         for line in lines:
@@ -117,7 +118,9 @@ class WordCountRun:
             self.read()
             return self.latest() == expected
 
-        wait_until(caught_up, f"{what}: the word counts of {len(self.produced)} lines", WAIT_S)
+        wait_until(
+            caught_up, f"{what}: the word counts of {len(self.produced)} lines", timeout=WAIT_S
+        )
 
     def check_exact(self) -> None:
         """Read the whole output again once the application is closed: each word's counts
@@ -126,7 +129,9 @@ class WordCountRun:
         counts: dict[str, list[int]] = {}
         try:
             ends = [
-                consumer.get_watermark_offsets(ConfluentPartition(self.output, p), WAIT_S)[1]
+                consumer.get_watermark_offsets(ConfluentPartition(self.output, p), timeout=WAIT_S)[
+                    1
+                ]
                 for p in range(PARTITIONS)
             ]
 
@@ -137,7 +142,7 @@ class WordCountRun:
                 )
                 return all(p.offset >= end for p, end in zip(positions, ends, strict=True))
 
-            wait_until(at_end, "the output read to its end", WAIT_S)
+            wait_until(at_end, "the output read to its end", timeout=WAIT_S)
         finally:
             consumer.close()
         assert {word: c[-1] for word, c in counts.items()} == dict(words_in(self.produced))
@@ -219,10 +224,10 @@ def test_word_count_killed_mid_stream_and_restarted(word_count: WordCountRun) ->
         for _ in range(3):
             word_count.start()
             # Input flowing, counts committed: SIGKILL with a transaction open or about to be.
-            wait_until(counts_grow(word_count), "new counts committed", WAIT_S)
+            wait_until(counts_grow(word_count), "new counts committed", timeout=WAIT_S)
             word_count.process.kill()
         word_count.start()
-        wait_until(counts_grow(word_count), "new counts after three kills", WAIT_S)
+        wait_until(counts_grow(word_count), "new counts after three kills", timeout=WAIT_S)
     word_count.wait_for_counts("after three kills")
     assert word_count.process.stop() == 0, word_count.process.details()
     word_count.check_exact()
@@ -237,11 +242,13 @@ def test_word_count_on_three_brokers_with_one_killed(tmp_path: Path) -> None:
         run.produce(sentences(500, seed=4))
         run.wait_for_counts("three brokers")
         with feeding(run):
-            wait_until(counts_grow(run), "new counts committed", WAIT_S)
+            wait_until(counts_grow(run), "new counts committed", timeout=WAIT_S)
             victim = cluster.leader_of(run.input, 0)
             cluster.kill(victim)
-            wait_until(counts_grow(run), f"new counts after broker {victim} was killed", WAIT_S)
-            wait_until(counts_grow(run), "more counts", WAIT_S)
+            wait_until(
+                counts_grow(run), f"new counts after broker {victim} was killed", timeout=WAIT_S
+            )
+            wait_until(counts_grow(run), "more counts", timeout=WAIT_S)
         run.wait_for_counts(f"broker {victim} killed")
         assert run.process.stop() == 0, run.process.details()
         run.check_exact()

@@ -29,7 +29,9 @@ from tests.compat.jvm import java_command
 from samsa.client.producer.partitioner import partition_for_key
 from samsa.testing import BrokerProcess
 
-pytestmark = pytest.mark.timeout(240)
+# Each tool run starts a JVM (several seconds on a busy 2-core machine, some 80 s for the
+# file): the suite runs in ``make test-slow``; Kafka's Java clients stay in ``make test``.
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 TOPIC_COMMAND = "org.apache.kafka.tools.TopicCommand"
 CONSOLE_PRODUCER = "org.apache.kafka.tools.ConsoleProducer"

@@ -41,6 +41,7 @@ from samsa.protocol.build import build
 from samsa.records import RecordBatchBuilder, iter_batches, iter_records
 from samsa.storage import LogConfig, load_log
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 
 TOPIC = "faults"
 KAFKA_STORAGE_ERROR = 56
@@ -142,13 +143,6 @@ def _descriptors(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def _wait_for(condition: Any, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.005)
-
-
 class IdleConnections:
     """Connections that do nothing but hold one of the broker's descriptors each."""
 
@@ -163,7 +157,12 @@ class IdleConnections:
         while _descriptors(self.pid) < limit - free:
             before = _descriptors(self.pid)
             self.held.append(socket.create_connection(self.address, timeout=10))
-            _wait_for(lambda: _descriptors(self.pid) > before, "the broker to accept")  # noqa: B023
+            wait_until(
+                lambda: _descriptors(self.pid) > before,  # noqa: B023
+                "the broker to accept",
+                timeout=20,
+                interval=0.005,
+            )
         assert _descriptors(self.pid) == limit - free
 
     def release(self, count: int) -> None:
@@ -171,7 +170,12 @@ class IdleConnections:
         for sock in self.held[-count:]:
             sock.close()
         del self.held[-count:]
-        _wait_for(lambda: _descriptors(self.pid) <= before - count, "the broker to close")
+        wait_until(
+            lambda: _descriptors(self.pid) <= before - count,
+            "the broker to close",
+            timeout=20,
+            interval=0.005,
+        )
 
     def close(self) -> None:
         for sock in self.held:

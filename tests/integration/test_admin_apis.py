@@ -50,6 +50,7 @@ from kio.serial import entity_reader, entity_writer
 
 from samsa.protocol.build import build
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 
 QUIET = {"log_level": 3}
 TIMEOUT_S = 10
@@ -182,15 +183,6 @@ def _kafka_error(call: Callable[[], object]) -> KafkaError:
 
 def _segment_files(broker: BrokerProcess, name: str, partition: int = 0) -> list[str]:
     return sorted(p.name for p in (broker.data_dir / f"{name}-{partition}").glob("*.log"))
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = TIMEOUT_S) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return condition()
 
 
 def _call(broker: BrokerProcess, api_key: int, version: int, values: dict[str, Any]) -> Any:
@@ -765,7 +757,11 @@ def test_short_retention_deletes_old_segments_and_moves_the_low_watermark(
     time.sleep(3 * RETENTION_CHECK_INTERVAL_MS / 1000)
     assert _segment_files(tuned_broker, topic) == before  # a week of retention keeps them
     _incremental(tuned_broker, topic, ("retention.ms", "1000", AlterConfigOpType.SET))
-    assert _wait_for(lambda: len(_segment_files(tuned_broker, topic)) == 1)
+    wait_until(
+        lambda: len(_segment_files(tuned_broker, topic)) == 1,
+        "the old segments to be deleted",
+        timeout=TIMEOUT_S,
+    )
     low, high = _watermarks(tuned_broker, topic)
     assert high == 30
     assert low == int(_segment_files(tuned_broker, topic)[0].removesuffix(".log")) > 0

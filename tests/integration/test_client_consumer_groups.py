@@ -27,6 +27,7 @@ from samsa import Admin, AsyncConsumer, Consumer, Producer
 from samsa.client.admin import NewTopic
 from samsa.errors import KafkaError
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 from samsa.types import TopicPartition
 
 pytestmark = pytest.mark.timeout(120)
@@ -101,13 +102,13 @@ def _poll_until(
     sink: dict[int, list[Any]] | None = None,
     timeout: float = 30.0,
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, "condition not reached in time"
+    def poll() -> None:
         for index, consumer in enumerate(consumers):
             records = consumer.poll(0.05)
             if sink is not None:
                 sink.setdefault(index, []).extend(records)
+
+    wait_until(done, "the members to get there while polling", timeout=timeout, step=poll)
 
 
 def _split(consumers: list[Consumer], partitions: int) -> Callable[[], bool]:

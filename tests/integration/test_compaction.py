@@ -11,6 +11,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 
 QUIET = {"log_level": 3}
 TOPIC = "compacted"
@@ -94,14 +95,21 @@ def _consume_from_beginning(bootstrap: str) -> Seen:
         consumer.close()
 
 
-def _wait_until(bootstrap: str, done: Callable[[Seen], bool]) -> Seen:
+def _wait_until(bootstrap: str, done: Callable[[Seen], bool], what: str) -> Seen:
     """Read the topic again and again until ``done`` holds (or HANG_S pass: a hang)."""
-    deadline = time.monotonic() + HANG_S
-    while True:
-        seen = _consume_from_beginning(bootstrap)
-        if done(seen) or time.monotonic() > deadline:
-            return seen
-        time.sleep(0.2)
+    last: list[Seen] = []
+
+    def read() -> bool:
+        last[:] = [_consume_from_beginning(bootstrap)]
+        return done(last[0])
+
+    wait_until(
+        read,
+        lambda: f"{what}: {sum(map(len, last[0].values()))} records left",
+        timeout=HANG_S,
+        interval=0.2,
+    )
+    return last[0]
 
 
 def test_compaction_keeps_the_latest_value_per_key_and_drops_expired_tombstones(
@@ -114,8 +122,7 @@ def test_compaction_keeps_the_latest_value_per_key_and_drops_expired_tombstones(
     def compacted(seen: Seen) -> bool:
         return all(len(records) == 1 for records in seen.values())
 
-    seen = _wait_until(broker.bootstrap, compacted)
-    assert compacted(seen), f"{sum(map(len, seen.values()))} of {produced} records left"
+    seen = _wait_until(broker.bootstrap, compacted, f"one record per key of {produced}")
     for key, records in seen.items():
         assert records == [latest[key]], key  # the last value, at the offset it was written at
     live = {key for key, (_, value) in latest.items() if value is not None}
@@ -124,7 +131,6 @@ def test_compaction_keeps_the_latest_value_per_key_and_drops_expired_tombstones(
     def tombstones_gone(seen: Seen) -> bool:
         return not TOMBSTONED & set(seen)
 
-    seen = _wait_until(broker.bootstrap, tombstones_gone)
-    assert tombstones_gone(seen)
+    seen = _wait_until(broker.bootstrap, tombstones_gone, "the expired tombstones to go")
     assert set(seen) == live
     assert all(records == [latest[key]] for key, records in seen.items())

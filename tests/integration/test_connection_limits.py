@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 
 API_VERSIONS = 18
 MB = 1 << 20
@@ -116,15 +117,6 @@ def _send_half_frames(
     return socks
 
 
-def _wait_for_rss_below(broker: BrokerProcess, limit_mb: float) -> float:
-    deadline = time.monotonic() + WAIT_S
-    rss = _rss_mb(broker)
-    while rss >= limit_mb and time.monotonic() < deadline:
-        time.sleep(0.2)
-        rss = _rss_mb(broker)
-    return rss
-
-
 # -- connections.max.idle.ms ---------------------------------------------------------------
 
 
@@ -200,8 +192,12 @@ def test_memory_of_half_sent_frames_is_given_back_when_their_connections_close(
     assert held > 250, f"the broker holds only {held:.0f} MB: the frames did not arrive"
     for sock in socks:
         sock.close()
-    after = _wait_for_rss_below(broker, before + 12)
-    assert after < before + 12, f"{after - before:.0f} MB still held after every close"
+    wait_until(
+        lambda: _rss_mb(broker) < before + 12,
+        lambda: f"the memory to be given back: {_rss_mb(broker) - before:.0f} MB still held",
+        timeout=WAIT_S,
+        interval=0.2,
+    )
 
 
 # -- max.connections and max.connections.per.ip -------------------------------------------------

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from samsa import Admin
 from samsa.client.admin import ConfigResource as SamsaConfigResource
 from samsa.client.admin import ConfigSource as SamsaConfigSource
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 
 QUIET = {"log_level": 3}
 TIMEOUT_S = 10
@@ -120,15 +121,6 @@ def _segments(broker: BrokerProcess, topic: str) -> list[str]:
     return sorted(p.name for p in (broker.data_dir / f"{topic}-0").glob("*.log"))
 
 
-def _wait_for(condition: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + TIMEOUT_S
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_a_dynamic_retention_deletes_old_segments_of_topics_without_an_override(
     broker: BrokerProcess,
 ) -> None:
@@ -139,7 +131,11 @@ def test_a_dynamic_retention_deletes_old_segments_of_topics_without_an_override(
     kept_segments = _segments(broker, kept)
     assert len(_segments(broker, plain)) >= 4 and len(kept_segments) >= 4
     _set(broker, ("log.retention.ms", "1000", AlterConfigOpType.SET))
-    assert _wait_for(lambda: len(_segments(broker, plain)) == 1)
+    wait_until(
+        lambda: len(_segments(broker, plain)) == 1,
+        "the dynamic retention to delete the old segments",
+        timeout=TIMEOUT_S,
+    )
     assert _segments(broker, kept) == kept_segments  # its own retention.ms still applies
 
 

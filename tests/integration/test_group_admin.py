@@ -10,7 +10,6 @@ heartbeats run in the client's own I/O thread: once joined they need no polling.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -37,6 +36,7 @@ from kafka.errors import (
 from kafka.structs import OffsetAndMetadata
 
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -133,15 +133,18 @@ def _member(
 
 def _poll_until_split(consumers: list[KafkaConsumer]) -> None:
     """Poll every consumer until each owns an equal share and together they own all."""
-    deadline = time.monotonic() + DEADLINE_S
     share = PARTITIONS // len(consumers)
-    while True:
+
+    def split() -> bool:
         owned = [c.assignment() for c in consumers]
-        if all(len(a) == share for a in owned) and len(set().union(*owned)) == PARTITIONS:
-            return
-        assert time.monotonic() < deadline, f"members never split the partitions: {owned}"
-        for consumer in consumers:
-            consumer.poll(timeout_ms=200)
+        return all(len(a) == share for a in owned) and len(set().union(*owned)) == PARTITIONS
+
+    wait_until(
+        split,
+        lambda: f"members to split the partitions: {[c.assignment() for c in consumers]}",
+        timeout=DEADLINE_S,
+        step=lambda: [consumer.poll(timeout_ms=200) for consumer in consumers],
+    )
 
 
 def _commit_without_members(
@@ -173,13 +176,11 @@ def _offsets(admin: KafkaAdminClient, group: str) -> dict[tuple[str, int], tuple
 
 
 def _wait_for_state(admin: KafkaAdminClient, group: str, state: str) -> dict[str, Any]:
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
+    def in_state() -> dict[str, Any] | None:
         described: dict[str, Any] = admin.describe_groups([group])[group]
-        if described["group_state"] == state:
-            return described
-        assert time.monotonic() < deadline, f"{group} stayed {described['group_state']}"
-        time.sleep(0.02)
+        return described if described["group_state"] == state else None
+
+    return wait_until(in_state, f"{group} to be {state}", timeout=DEADLINE_S, interval=0.02)
 
 
 def _confluent_error(future: Any) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import socket
 import struct
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import pytest
 from tests.rawclient import HANG_S, exchange, read_response, request_frame
 
 from samsa.testing import BrokerProcess
+from samsa.testing.waiting import wait_until
 
 JOIN_GROUP, DESCRIBE_GROUPS = 11, 15
 VERSION = 5
@@ -50,10 +50,12 @@ def _members(broker: BrokerProcess, group: str) -> list[str]:
 
 
 def _wait_for_members(broker: BrokerProcess, group: str, count: int) -> None:
-    deadline = time.monotonic() + HANG_S
-    while len(_members(broker, group)) < count:
-        assert time.monotonic() < deadline, f"{group} never had {count} members"
-        time.sleep(0.01)
+    wait_until(
+        lambda: len(_members(broker, group)) >= count,
+        f"{group} to have {count} members",
+        timeout=HANG_S,
+        interval=0.01,
+    )
 
 
 def test_a_member_past_group_max_size_is_refused_though_it_was_given_an_id(

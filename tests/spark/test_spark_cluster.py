@@ -24,6 +24,7 @@ from tests.spark.conftest import new_topic, produce
 from samsa import Admin, Consumer
 from samsa.client.admin import OffsetSpec
 from samsa.testing import BrokerProcess
+from samsa.testing.waiting import wait_until
 from samsa.types import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -38,12 +39,13 @@ EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 def _wait_for(
     what: str, condition: Callable[[], bool], timeout: float, log: Path | None = None
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            text = "" if log is None or not log.exists() else log.read_text()[-4000:]
-            raise AssertionError(f"{what}: not within {timeout} s\n{text}")
-        time.sleep(0.2)
+    """:func:`wait_until`, its failure ending with the tail of ``log`` (a JVM's output)."""
+
+    def described() -> str:
+        text = "" if log is None or not log.exists() else log.read_text()[-4000:]
+        return f"{what}\n{text}"
+
+    wait_until(condition, described, timeout=timeout, interval=0.2)
 
 
 @dataclass

@@ -14,7 +14,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from tests.spark.fetch_watch import FetchWatch
 from samsa import Admin, Producer
 from samsa.client.admin import NewTopic, OffsetSpec
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 from samsa.types import TopicPartition
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(240)]
@@ -111,14 +112,6 @@ def _idle_at(query: StreamingQuery, topic: str, partition: int, offset: int) -> 
     return False
 
 
-def _wait_until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting until {what}")
-        time.sleep(0.1)
-
-
 def _table(spark: SparkSession, query: StreamingQuery) -> list[tuple[Any, ...]]:
     return sorted(tuple(row) for row in spark.table(query.name).collect())
 
@@ -136,7 +129,12 @@ def _after_a_first_batch(
     _produce_at_once(bootstrap, topic, [b"first"])
     df = _stream(spark, bootstrap, subscribe=topic, startingOffsets="earliest", **options)
     with _running(df) as query:
-        _wait_until(lambda: _sizes(query) == [1], "the first batch read its one record")
+        wait_until(
+            lambda: _sizes(query) == [1],
+            "the first batch read its one record",
+            timeout=60,
+            interval=0.1,
+        )
         yield topic, query
 
 
@@ -148,10 +146,20 @@ def test_min_offsets_per_trigger_holds_a_micro_batch_back_until_enough_offsets_w
         spark, bootstrap, minOffsetsPerTrigger="50", maxTriggerDelay="1h"
     ) as (topic, query):
         _produce_at_once(bootstrap, topic, [b"a%d" % i for i in range(20)])
-        _wait_until(lambda: _idle_at(query, topic, 0, 21), "a trigger left the 20 waiting")
+        wait_until(
+            lambda: _idle_at(query, topic, 0, 21),
+            "a trigger left the 20 waiting",
+            timeout=60,
+            interval=0.1,
+        )
         assert _sizes(query) == [1], "20 offsets are fewer than minOffsetsPerTrigger=50"
         _produce_at_once(bootstrap, topic, [b"b%d" % i for i in range(30)])
-        _wait_until(lambda: sum(_sizes(query)) == 51, "the 50 waiting offsets were read")
+        wait_until(
+            lambda: sum(_sizes(query)) == 51,
+            "the 50 waiting offsets were read",
+            timeout=60,
+            interval=0.1,
+        )
         assert _sizes(query) == [1, 50]
 
 
@@ -163,7 +171,12 @@ def test_max_trigger_delay_lets_a_smaller_micro_batch_through_once_it_has_passed
         spark, bootstrap, minOffsetsPerTrigger="1000", maxTriggerDelay="2s"
     ) as (topic, query):
         _produce_at_once(bootstrap, topic, [b"a%d" % i for i in range(10)])
-        _wait_until(lambda: sum(_sizes(query)) == 11, "the delay let the 10 waiting through")
+        wait_until(
+            lambda: sum(_sizes(query)) == 11,
+            "the delay let the 10 waiting through",
+            timeout=60,
+            interval=0.1,
+        )
         assert _sizes(query) == [1, 10]
 
 
@@ -176,11 +189,26 @@ def test_min_and_max_offsets_per_trigger_cap_full_batches_and_hold_back_the_rest
         maxTriggerDelay="1h",
     ) as (topic, query):  # fmt: skip
         _produce_at_once(bootstrap, topic, [b"a%d" % i for i in range(120)])
-        _wait_until(lambda: sum(_sizes(query)) == 101, "two batches of 50 were read")
-        _wait_until(lambda: _idle_at(query, topic, 0, 121), "a trigger left the 20 waiting")
+        wait_until(
+            lambda: sum(_sizes(query)) == 101,
+            "two batches of 50 were read",
+            timeout=60,
+            interval=0.1,
+        )
+        wait_until(
+            lambda: _idle_at(query, topic, 0, 121),
+            "a trigger left the 20 waiting",
+            timeout=60,
+            interval=0.1,
+        )
         assert _sizes(query) == [1, 50, 50], "20 left over are fewer than 30"
         _produce_at_once(bootstrap, topic, [b"b%d" % i for i in range(10)])
-        _wait_until(lambda: sum(_sizes(query)) == 131, "the 30 waiting offsets were read")
+        wait_until(
+            lambda: sum(_sizes(query)) == 131,
+            "the 30 waiting offsets were read",
+            timeout=60,
+            interval=0.1,
+        )
         assert _sizes(query) == [1, 50, 50, 30]
 
 
@@ -211,7 +239,12 @@ def test_subscribe_pattern_stream_picks_up_a_matching_topic_created_later_from_i
     produce(bootstrap, first, [b"%d" % i for i in range(5)])
     df = _stream(spark, bootstrap, subscribePattern=f"{prefix}-.*", startingOffsets="latest")
     with _running(df) as query:
-        _wait_until(lambda: _idle_at(query, first, 0, 5), "the stream started at latest")
+        wait_until(
+            lambda: _idle_at(query, first, 0, 5),
+            "the stream started at latest",
+            timeout=60,
+            interval=0.1,
+        )
         produce(bootstrap, first, [b"%d" % i for i in range(5, 8)])
         later = new_topic(bootstrap, partitions=2, prefix=prefix)
         produce(bootstrap, later, [b"x", b"y"], 0)
@@ -219,7 +252,9 @@ def test_subscribe_pattern_stream_picks_up_a_matching_topic_created_later_from_i
         new_topic(bootstrap, prefix=f"other{prefix}")  # does not match
         expected = [(first, 0, 5), (first, 0, 6), (first, 0, 7),
                     (later, 0, 0), (later, 0, 1), (later, 1, 0)]  # fmt: skip
-        _wait_until(lambda: sum(_sizes(query)) >= 6, "six records were read")
+        wait_until(
+            lambda: sum(_sizes(query)) >= 6, "six records were read", timeout=60, interval=0.1
+        )
         assert _table(spark, query) == sorted(expected)
 
 
@@ -328,10 +363,17 @@ def test_stream_starting_offsets_json_starts_each_partition_where_it_says(
     starting = json.dumps({topic: {"0": -2, "1": -1, "2": 2}})
     df = _stream(spark, bootstrap, subscribe=topic, startingOffsets=starting)
     with _running(df) as query:
-        _wait_until(lambda: _idle_at(query, topic, 0, 4), "the stream started")
+        wait_until(
+            lambda: _idle_at(query, topic, 0, 4), "the stream started", timeout=60, interval=0.1
+        )
         for p in (0, 1, 2):
             produce(bootstrap, topic, [b"new"], p)
-        _wait_until(lambda: sum(_sizes(query)) >= 5 + 1 + 3, "the new records were read")
+        wait_until(
+            lambda: sum(_sizes(query)) >= 5 + 1 + 3,
+            "the new records were read",
+            timeout=60,
+            interval=0.1,
+        )
         assert _table(spark, query) == _offsets(topic, {0: range(5), 1: [4], 2: range(2, 5)})
 
 
@@ -366,7 +408,9 @@ def test_a_topic_deleted_under_a_stream_fails_it_naming_the_topic_when_fail_on_d
     bootstrap = samsa_broker.bootstrap
     doomed, kept, df = _stream_of_two_topics(spark, bootstrap, "true")
     with _running(df) as query:
-        _wait_until(lambda: sum(_sizes(query)) == 10, "both topics were read")
+        wait_until(
+            lambda: sum(_sizes(query)) == 10, "both topics were read", timeout=60, interval=0.1
+        )
         _delete_topic(bootstrap, doomed)
         produce(bootstrap, kept, [b"after"])
         with pytest.raises(PySparkException) as failure:
@@ -382,10 +426,17 @@ def test_a_topic_deleted_under_a_stream_is_skipped_when_fail_on_data_loss_is_fal
     bootstrap = samsa_broker.bootstrap
     doomed, kept, df = _stream_of_two_topics(spark, bootstrap, "false")
     with _running(df) as query:
-        _wait_until(lambda: sum(_sizes(query)) == 10, "both topics were read")
+        wait_until(
+            lambda: sum(_sizes(query)) == 10, "both topics were read", timeout=60, interval=0.1
+        )
         _delete_topic(bootstrap, doomed)
         produce(bootstrap, kept, [b"%d" % i for i in range(5, 8)])
-        _wait_until(lambda: sum(_sizes(query)) == 13, "the kept topic's new records were read")
+        wait_until(
+            lambda: sum(_sizes(query)) == 13,
+            "the kept topic's new records were read",
+            timeout=60,
+            interval=0.1,
+        )
         assert query.isActive
         expected = _offsets(doomed, {0: range(5)}) + _offsets(kept, {0: range(8)})
         assert _table(spark, query) == sorted(expected)

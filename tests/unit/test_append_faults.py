@@ -15,12 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.conftest import ManualClock, make_batch, read_log
+from tests.conftest import make_batch, read_log
 from tests.resource_limits import descriptors_left, file_size_limit
 
 from samsa.errors import KafkaStorageError
 from samsa.records import RecordBatchBuilder, iter_records, read_batch
 from samsa.storage import Log, LogConfig, load_log
+from samsa.testing.clock import ManualClock
 
 SEGMENT_BYTES = 2048
 

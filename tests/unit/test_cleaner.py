@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from tests.conftest import ManualClock, make_batch
+from tests.conftest import make_batch
 
 from samsa.records import (
     CompressionType,
@@ -25,6 +25,8 @@ from samsa.records import (
 from samsa.storage import AppendOrigin, Log, LogConfig, LogManager, load_log
 from samsa.storage.checkpoint import read_offset_checkpoint
 from samsa.storage.cleaner import CleanedOutput, CleanerAbortedError, CleaningPlan, LogCleaner
+from samsa.testing.clock import ManualClock
+from samsa.testing.waiting import wait_until_async
 from samsa.types import TopicPartition
 
 COMPACT = {
@@ -668,9 +670,13 @@ def test_the_background_cleaner_compacts_dirty_logs(tmp_path: Path) -> None:
     async def wait_for_compaction() -> None:
         manager.start_background_tasks()
         # The swap shows first; the pass records its offset after fsyncing the directory.
-        while len(_contents(log)) > 5 or manager.cleaner_first_dirty_offset(TP) != 20:
-            await asyncio.sleep(0.01)
+        await wait_until_async(
+            lambda: len(_contents(log)) <= 5 and manager.cleaner_first_dirty_offset(TP) == 20,
+            "the cleaner to compact the log and record its offset",
+            timeout=HANG_S,
+            interval=0.01,
+        )
         await manager.shutdown()
 
-    asyncio.run(asyncio.wait_for(wait_for_compaction(), HANG_S))
+    asyncio.run(wait_for_compaction())
     assert read_offset_checkpoint(tmp_path / "cleaner-offset-checkpoint") == {TP: 20}

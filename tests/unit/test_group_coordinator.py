@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from tests.conftest import ManualClock, ManualTimer
 
 from samsa.coordinator.group.coordinator import (
     OFFSETS_TOPIC,
@@ -34,6 +33,7 @@ from samsa.records.control import ControlRecordType, build_end_transaction_batch
 from samsa.storage import Log, LogConfig
 from samsa.storage.log_loader import load_log
 from samsa.storage.validator import AppendOrigin
+from samsa.testing.clock import ManualClock, ManualTimer
 from samsa.types import TopicPartition
 
 T = TypeVar("T")

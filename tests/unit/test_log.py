@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
-from tests.conftest import ManualClock, make_batch, read_log
+from tests.conftest import make_batch, read_log
 
 from samsa.errors import (
     CorruptRecordError,
@@ -26,6 +26,7 @@ from samsa.records import (
     read_batch,
 )
 from samsa.storage import AppendOrigin, Log, LogConfig, load_log
+from samsa.testing.clock import ManualClock
 
 
 def _open(tmp_path: Path, clock: ManualClock, **props: object) -> Log:

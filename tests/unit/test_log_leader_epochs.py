@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import ManualClock, make_batch
+from tests.conftest import make_batch
 
 from samsa.records import read_batch
 from samsa.storage import Log, LogConfig, load_log
 from samsa.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT
+from samsa.testing.clock import ManualClock
 
 
 def _open(directory: Path, clock: ManualClock, *, clean: bool = True) -> Log:

@@ -3,29 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.conftest import ManualClock, make_batch
+from tests.conftest import make_batch
 
 from samsa.errors import KafkaStorageError, StorageError
 from samsa.storage import LogConfig, LogManager
 from samsa.storage.checkpoint import read_offset_checkpoint, write_offset_checkpoint
+from samsa.testing.clock import ManualClock
+from samsa.testing.waiting import wait_until_async
 from samsa.types import TopicPartition
 
 TP = TopicPartition("orders", 0)
 HANG_S = 30  # a real-time deadline that only detects a hang
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    """Wait for the background tasks to make ``condition`` true. They run on the manual clock,
-    but their file work takes real time, longer on a busy machine; on a hang the caller's
-    assertion reports what was left."""
-    deadline = time.monotonic() + HANG_S
-    while not condition() and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
 
 
 def test_new_logs_go_to_the_data_directory_with_fewest_logs(tmp_path: Path) -> None:
@@ -235,8 +226,11 @@ def test_background_retention_deletes_expired_segments(tmp_path: Path, clock: Ma
             log.append_as_leader(make_batch([b"x" * 100], timestamp=clock()))
         log.update_high_watermark(log.log_end_offset)
         clock.advance(2000)
-        await _until(
-            lambda: len(log.segments) == 1 and not list((tmp_path / "orders-0").glob("*.deleted"))
+        await wait_until_async(
+            lambda: len(log.segments) == 1 and not list((tmp_path / "orders-0").glob("*.deleted")),
+            "the old segments to be deleted",
+            timeout=HANG_S,
+            interval=0.01,
         )
         result = len(log.segments), log.log_start_offset
         await manager.shutdown()
@@ -253,7 +247,12 @@ def test_roll_schedules_a_flush_of_the_finished_segment(tmp_path: Path, clock: M
         log = manager.get_or_create_log(TP)
         for _ in range(3):
             log.append_as_leader(make_batch([b"x" * 100], timestamp=clock()))
-        await _until(lambda: log.recovery_point == 2)
+        await wait_until_async(
+            lambda: log.recovery_point == 2,
+            "the recovery point to reach 2",
+            timeout=HANG_S,
+            interval=0.01,
+        )
         point = log.recovery_point
         await manager.shutdown()
         return point

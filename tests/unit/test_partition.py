@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from tests.conftest import ManualClock, make_batch
+from tests.conftest import make_batch
 
 from samsa.broker.replication.partition import LeaderAndIsrState, Partition
 from samsa.errors import (
@@ -18,6 +18,7 @@ from samsa.errors import (
 )
 from samsa.records import read_batch
 from samsa.storage import AppendOrigin, LogConfig, load_log
+from samsa.testing.clock import ManualClock
 from samsa.types import TopicPartition
 
 TP = TopicPartition("t", 0)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.conftest import ManualClock
 
 from samsa.errors import for_code
 from samsa.records import RecordBatchBuilder
 from samsa.storage import Log, LogConfig, load_log
+from samsa.testing.clock import ManualClock
 
 PID = 4242
 OutOfOrderSequence = for_code(45)

@@ -19,15 +19,7 @@ from samsa.broker.quota.entity import (
 from samsa.broker.quota.manager import ClientQuotaManager, ClientQuotas
 from samsa.broker.quota.rate import SampledRate
 from samsa.errors import InvalidRequestError
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now_ms = 0.0
-
-    def __call__(self) -> float:
-        return self.now_ms
-
+from samsa.testing.clock import ManualClock
 
 # -- the rate ------------------------------------------------------------------------------
 
@@ -87,7 +79,7 @@ ORDER = [
 
 @pytest.mark.parametrize("winner", range(len(ORDER)))
 def test_the_most_specific_configured_entity_sets_the_quota(winner: int) -> None:
-    manager = ClientQuotaManager("producer_byte_rate", 11, 1000, clock_ms=Clock())
+    manager = ClientQuotaManager("producer_byte_rate", 11, 1000, clock_ms=ManualClock(0))
     manager.set_quotas({entity: float(i + 1) for i, entity in enumerate(ORDER) if i >= winner})
 
     found = manager.quota("alice", "app")
@@ -96,14 +88,14 @@ def test_the_most_specific_configured_entity_sets_the_quota(winner: int) -> None
 
 
 def test_a_quota_of_another_user_or_client_does_not_apply() -> None:
-    manager = ClientQuotaManager("producer_byte_rate", 11, 1000, clock_ms=Clock())
+    manager = ClientQuotaManager("producer_byte_rate", 11, 1000, clock_ms=ManualClock(0))
     manager.set_quotas({QuotaEntity("bob", None): 1.0, QuotaEntity(None, "other"): 2.0})
 
     assert manager.quota("alice", "app") is None
 
 
 def test_a_users_quota_is_one_rate_for_all_its_clients() -> None:
-    manager = ClientQuotaManager("producer_byte_rate", 11, 1000, clock_ms=Clock())
+    manager = ClientQuotaManager("producer_byte_rate", 11, 1000, clock_ms=ManualClock(0))
     manager.set_quotas({QuotaEntity("alice", None): 100.0})
 
     assert manager.record("alice", "one", 1000) == 0  # 100 B/s over 10 s: at the quota
@@ -111,7 +103,7 @@ def test_a_users_quota_is_one_rate_for_all_its_clients() -> None:
 
 
 def test_a_default_client_quota_is_a_rate_per_client_id() -> None:
-    manager = ClientQuotaManager("producer_byte_rate", 11, 1000, clock_ms=Clock())
+    manager = ClientQuotaManager("producer_byte_rate", 11, 1000, clock_ms=ManualClock(0))
     manager.set_quotas({QuotaEntity(None, DEFAULT): 100.0})
 
     assert manager.record("alice", "one", 1000) == 0
@@ -119,14 +111,14 @@ def test_a_default_client_quota_is_a_rate_per_client_id() -> None:
 
 
 def test_the_request_quota_throttles_at_most_one_window() -> None:
-    quotas = ClientQuotas(11, 1, clock_ms=Clock())
+    quotas = ClientQuotas(11, 1, clock_ms=ManualClock(0))
     quotas.update({QuotaEntity(None, DEFAULT): {"request_percentage": 1.0}})
 
     assert quotas.record_request_time("app", seconds=5.0) == 1000
 
 
 def test_a_fetch_asks_at_most_what_the_quota_allows_over_the_window() -> None:
-    quotas = ClientQuotas(11, 1, clock_ms=Clock())
+    quotas = ClientQuotas(11, 1, clock_ms=ManualClock(0))
     quotas.update({QuotaEntity(None, "app"): {"consumer_byte_rate": 1000.0}})
 
     assert quotas.fetch.max_value_in_window("x", "app") == pytest.approx(10_000)

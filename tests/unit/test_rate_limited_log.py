@@ -7,18 +7,11 @@ import logging
 import pytest
 
 from samsa.broker.rate_limited_log import RateLimitedLog
-
-
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from samsa.testing.clock import ManualClock
 
 
 def test_only_a_burst_per_interval_is_logged(caplog: pytest.LogCaptureFixture) -> None:
-    limited = RateLimitedLog(logging.getLogger("test.limited"), 60.0, 3, _Clock())
+    limited = RateLimitedLog(logging.getLogger("test.limited"), 60.0, 3, ManualClock().seconds)
     with caplog.at_level(logging.WARNING, logger="test.limited"):
         for i in range(100):
             limited.log(logging.WARNING, "bad frame %d", i)
@@ -28,12 +21,12 @@ def test_only_a_burst_per_interval_is_logged(caplog: pytest.LogCaptureFixture) -
 def test_the_next_interval_reports_how_many_were_suppressed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    clock = _Clock()
-    limited = RateLimitedLog(logging.getLogger("test.limited"), 60.0, 1, clock)
+    clock = ManualClock()
+    limited = RateLimitedLog(logging.getLogger("test.limited"), 60.0, 1, clock.seconds)
     with caplog.at_level(logging.WARNING, logger="test.limited"):
         for _ in range(5):
             limited.log(logging.WARNING, "bad frame")
-        clock.now += 60.0
+        clock.advance(60_000)
         limited.log(logging.WARNING, "bad frame")
     assert [r.getMessage() for r in caplog.records] == [
         "bad frame",

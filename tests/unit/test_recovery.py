@@ -7,9 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.conftest import ManualClock, make_batch, read_log
+from tests.conftest import make_batch, read_log
 
 from samsa.storage import Log, LogConfig, load_log
+from samsa.testing.clock import ManualClock
 
 
 def _write_log(directory: Path, clock: ManualClock, batches: int, **props: object) -> list[int]:

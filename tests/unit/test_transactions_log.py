@@ -7,12 +7,13 @@ import struct
 from pathlib import Path
 
 import pytest
-from tests.conftest import ManualClock, make_batch
+from tests.conftest import make_batch
 
 from samsa.errors import for_code
 from samsa.records import RecordBatchBuilder, iter_batches
 from samsa.storage import Log, LogConfig, load_log
 from samsa.storage.cleaner import LogCleaner
+from samsa.testing.clock import ManualClock
 
 A, B, C = 1000, 2000, 3000
 InvalidProducerEpoch = for_code(47)

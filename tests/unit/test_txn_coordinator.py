@@ -8,13 +8,10 @@ to catch the coordinator mid-transaction). Timers are real but short.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-
-from tests.conftest import ManualClock, ManualTimer
 
 from samsa.coordinator.group.records import partition_for
 from samsa.coordinator.transaction.coordinator import (
@@ -37,6 +34,8 @@ from samsa.records import RecordBatchBuilder, iter_records, read_batch
 from samsa.storage import Log, LogConfig
 from samsa.storage.log_loader import load_log
 from samsa.storage.validator import AppendOrigin
+from samsa.testing.clock import ManualClock, ManualTimer
+from samsa.testing.waiting import wait_until_async
 from samsa.types import TopicPartition
 
 T = TypeVar("T")
@@ -158,15 +157,6 @@ def run(make: Callable[[Harness], Awaitable[T]], tmp_path: Path, **config: Any) 
     return asyncio.run(main())
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Wait for ``condition``; the deadline only detects a hang (the coordinator's time is the
-    manual clock, but its log writes take real time, longer on a busy machine)."""
-    deadline = time.monotonic() + HANG_S
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached: a hang"
-        await asyncio.sleep(0.005)
-
-
 async def settle(turns: int = 20) -> None:
     """Let every task that can run do so (event-loop turns; the clock does not move)."""
     for _ in range(turns):
@@ -272,12 +262,22 @@ def test_marker_errors_are_retried_and_a_deleted_partition_is_given_up(tmp_path:
         ]
         h.markers.errors[PAYMENTS_0] = [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]  # deleted: given up
         ending = asyncio.create_task(c.end_txn("txn", pid, epoch, commit=True))
-        await until(lambda: len(h.markers.errors[ORDERS_0]) == 1)
+        await wait_until_async(
+            lambda: len(h.markers.errors[ORDERS_0]) == 1,
+            "the marker write to fail once",
+            timeout=HANG_S,
+            interval=0.005,
+        )
         h.timer.advance(4)  # the first retry waits the backoff, 5 ms
         await settle()
         assert h.markers.errors[ORDERS_0] == [ErrorCode.NOT_ENOUGH_REPLICAS]
         h.timer.advance(1)
-        await until(lambda: not h.markers.errors[ORDERS_0])
+        await wait_until_async(
+            lambda: not h.markers.errors[ORDERS_0],
+            "the marker write to succeed",
+            timeout=HANG_S,
+            interval=0.005,
+        )
         h.timer.advance(9)  # the second waits twice as long
         await settle()
         assert not ending.done() and h.markers.written == []
@@ -429,7 +429,9 @@ def test_requests_meet_concurrent_transactions_while_markers_are_written(tmp_pat
         pid, epoch = await begin(c, ORDERS_0)
         h.markers.hold()
         ending = asyncio.create_task(c.end_txn("txn", pid, epoch, commit=True))
-        await until(lambda: h.markers.waiting == 1)
+        await wait_until_async(
+            lambda: h.markers.waiting == 1, "one marker waiting", timeout=HANG_S, interval=0.005
+        )
         assert state_of(c, "txn") == "PrepareCommit"
         assert not ending.done()
         assert (
@@ -460,10 +462,20 @@ def test_timed_out_transaction_is_aborted_with_an_epoch_bump(tmp_path: Path) -> 
         c = h.coordinator
         pid, epoch = await begin(c, ORDERS_0)
         h.timer.advance(10)  # the timeout check runs
-        await until(lambda: h.timer.pending() == 2)  # both periodic checks wait again
+        await wait_until_async(
+            lambda: h.timer.pending() == 2,
+            "both periodic checks to wait again",
+            timeout=HANG_S,
+            interval=0.005,
+        )  # both periodic checks wait again
         assert state_of(c, "txn") == "Ongoing"  # not yet: the transaction is 10 ms old
         h.timer.advance(TIMEOUT_MS - 10 + 1)
-        await until(lambda: state_of(c, "txn") == "CompleteAbort")
+        await wait_until_async(
+            lambda: state_of(c, "txn") == "CompleteAbort",
+            "the transaction to be aborted",
+            timeout=HANG_S,
+            interval=0.005,
+        )
         assert h.markers.written == [Marker(ORDERS_0, pid, epoch + 1, False, 0)]
         (described,) = c.describe_transactions(["txn"])
         assert described.producer_epoch == epoch + 1
@@ -483,7 +495,9 @@ def test_reload_mid_prepare_commit_completes_the_commit_after_start(tmp_path: Pa
         pid, epoch = await begin(c, ORDERS_0, ORDERS_1)
         h.markers.hold()
         ending = asyncio.create_task(c.end_txn("txn", pid, epoch, commit=True))
-        await until(lambda: h.markers.waiting == 2)
+        await wait_until_async(
+            lambda: h.markers.waiting == 2, "two markers waiting", timeout=HANG_S, interval=0.005
+        )
         await c.shutdown(grace_s=0)  # a crash after PrepareCommit, before any marker
         assert await ending == ErrorCode.NONE  # the outcome was durable
         assert h.states_written("txn")[-1] == "PrepareCommit"
@@ -493,7 +507,12 @@ def test_reload_mid_prepare_commit_completes_the_commit_after_start(tmp_path: Pa
         assert state_of(fresh, "txn") == "PrepareCommit"
         fresh.start()
         try:
-            await until(lambda: state_of(fresh, "txn") == "CompleteCommit")
+            await wait_until_async(
+                lambda: state_of(fresh, "txn") == "CompleteCommit",
+                "the reloaded transaction to commit",
+                timeout=HANG_S,
+                interval=0.005,
+            )
             assert sorted(h.markers.written, key=lambda m: m.tp) == [
                 Marker(ORDERS_0, pid, epoch, True, 0),
                 Marker(ORDERS_1, pid, epoch, True, 0),

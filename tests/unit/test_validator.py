@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.conftest import ManualClock, make_batch
+from tests.conftest import make_batch
 
 from samsa.records import CompressionType
 from samsa.storage import AppendOrigin, Log, LogConfig, load_log
 from samsa.storage.validator import RecordError, RecordValidationError
+from samsa.testing.clock import ManualClock
 
 NO_KEY = "Compacted topic cannot accept message without key"
 

@@ -14,6 +14,9 @@ from pathlib import Path
 _READY = re.compile(r"ready on (\S+):(\d+)")
 _METRICS = re.compile(r"serving metrics on (http://\S+)")
 _SCHEMA_REGISTRY = re.compile(r"serving the schema registry on (http://\S+)")
+# A broker is ready in about a second; the deadline only detects a hang, so it is generous:
+# on a machine busy with other test processes the interpreter alone can take many seconds.
+READY_TIMEOUT_S = 60.0
 
 
 class BrokerProcess:
@@ -32,7 +35,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> BrokerProcess:
+    def start(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
         """Start the process and wait for its ready line (port 0 → the port it picked)."""
         self.launch()
         return self.wait_ready(timeout)
@@ -54,7 +57,7 @@ class BrokerProcess:
         finally:
             log_file.close()
 
-    def wait_ready(self, timeout: float = 20.0) -> BrokerProcess:
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> BrokerProcess:
         """Wait for a launched process's ready line."""
         assert self.process is not None, "launch() first"
         deadline = time.monotonic() + timeout
@@ -142,7 +145,7 @@ def start_broker(
     data_dir: Path,
     overrides: Sequence[str] = (),
     port: int = 0,
-    timeout: float = 20.0,
+    timeout: float = READY_TIMEOUT_S,
     *,
     schema_registry: bool = False,
 ) -> BrokerProcess:

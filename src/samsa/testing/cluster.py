@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from samsa.protocol.api_keys import ApiKey
 from samsa.testing.broker import SCHEMA_REGISTRY_ON, BrokerProcess
+from samsa.testing.waiting import wait_until
 from samsa.testing.zookeeper import ZooKeeperServer, free_port
 
 DEFAULT_SESSION_TIMEOUT_MS = 6000
@@ -289,12 +289,9 @@ class LocalCluster:
         return self._broker_ids_under("/samsa/controlled_shutdown")
 
     def wait_until(self, check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-        """Return once ``check()`` holds; raise TimeoutError naming ``what`` after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while not check():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"not reached in {timeout} s: {what}")
-            time.sleep(0.05)
+        """Return once ``check()`` holds; raise :class:`~samsa.testing.waiting.WaitTimeout` (a
+        ``TimeoutError``) naming ``what`` after ``timeout``."""
+        wait_until(check, what, timeout=timeout)
 
     def wait_for_leader(
         self, topic: str, partition: int = 0, *, not_in: Sequence[int] = (), timeout: float = 60.0

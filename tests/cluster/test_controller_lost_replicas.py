@@ -8,9 +8,10 @@ The "brokers" are ZooKeeper sessions with a registration and a controller each
 
 from __future__ import annotations
 
-from tests.zk_brokers import Broker, create_topic, eventually, one_active, run, wait_for_state
+from tests.zk_brokers import Broker, create_topic, one_active, run, wait_for_state
 
 from samsa.cluster.zk_data import NO_LEADER
+from samsa.testing.waiting import wait_until_async
 from samsa.types import TopicPartition
 
 TP = TopicPartition("acked", 0)
@@ -72,7 +73,7 @@ def test_a_leader_that_reports_its_log_lost_is_replaced_from_the_rest_of_the_isr
                 context = controller.controller.context
                 return context is not None and not context.live_brokers[1].lost_replicas
 
-            await eventually(seen, "the controller sees the claim withdrawn")
+            await wait_until_async(seen, "the controller sees the claim withdrawn", timeout=15)
         finally:
             for broker in brokers:
                 await broker.die()

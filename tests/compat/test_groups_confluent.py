@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,7 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, ConsumerGroupDescription, NewTopic
 
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 
 QUIET = {"log_level": 3}
 PARTITIONS = 6
@@ -57,14 +58,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.05)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
@@ -300,10 +293,12 @@ def test_three_consumers_share_six_partitions_and_two_take_over_when_one_closes(
     try:
         wait_until(
             lambda: split_evenly(owned_by(members)),
-            30,
             "three consumers own two partitions each",
+            timeout=30,
         )
-        wait_until(lambda: stable_with(broker.bootstrap, group, members), 30, "Stable, 3 members")
+        wait_until(
+            lambda: stable_with(broker.bootstrap, group, members), "Stable, 3 members", timeout=30
+        )
         description = describe(broker.bootstrap, group)
         assert len(description.members) == 3
         assert sorted(map(len, described_assignment(description).values())) == [2, 2, 2]
@@ -312,10 +307,10 @@ def test_three_consumers_share_six_partitions_and_two_take_over_when_one_closes(
         survivors = members[1:]
         wait_until(
             lambda: split_evenly(owned_by(survivors)),
-            30,
             "the two remaining consumers own three partitions each",
+            timeout=30,
         )
-        wait_until(lambda: stable_with(broker.bootstrap, group, survivors), 30, "Stable, 2")
+        wait_until(lambda: stable_with(broker.bootstrap, group, survivors), "Stable, 2", timeout=30)
     finally:
         close_all(members)
 
@@ -352,8 +347,8 @@ def test_a_killed_member_is_replaced_after_its_session_timeout(broker: BrokerPro
     try:
         wait_until(
             lambda: split_evenly([owned_by_process(), *owned_by(survivors)]),
-            30,
             "the process and the two threads own two partitions each",
+            timeout=30,
         )
         wait_until(
             lambda: (
@@ -361,8 +356,8 @@ def test_a_killed_member_is_replaced_after_its_session_timeout(broker: BrokerPro
                 == ConsumerGroupState.STABLE
                 and len(description.members) == 3
             ),
-            30,
             "Stable with 3 members",
+            timeout=30,
         )
         killed_at = time.monotonic()
         os.kill(process.pid, signal.SIGKILL)
@@ -370,8 +365,8 @@ def test_a_killed_member_is_replaced_after_its_session_timeout(broker: BrokerPro
 
         wait_until(
             lambda: split_evenly(owned_by(survivors)),
-            30,
             "the survivors own all six partitions",
+            timeout=30,
         )
         first_revoke = min(
             e.at for m in survivors for e in m.events if e.kind == "revoke" and e.at > killed_at
@@ -402,10 +397,12 @@ def test_cooperative_sticky_moves_only_the_partitions_a_new_member_takes(
     try:
         wait_until(
             lambda: split_evenly(owned_by(first)),
-            30,
             "two consumers own three partitions each",
+            timeout=30,
         )
-        wait_until(lambda: stable_with(broker.bootstrap, group, first), 30, "Stable, 2 members")
+        wait_until(
+            lambda: stable_with(broker.bootstrap, group, first), "Stable, 2 members", timeout=30
+        )
         # confluent-kafka's Consumer has no rebalance_protocol() (librdkafka's is not bound):
         # the protocol the group chose and the incremental callbacks below show it instead.
         assert describe(broker.bootstrap, group).partition_assignor == "cooperative-sticky"
@@ -416,10 +413,10 @@ def test_cooperative_sticky_moves_only_the_partitions_a_new_member_takes(
         members.append(third)
         wait_until(
             lambda: split_evenly(owned_by(members)),
-            30,
             "three consumers own two partitions each",
+            timeout=30,
         )
-        wait_until(lambda: stable_with(broker.bootstrap, group, members), 30, "Stable, 3")
+        wait_until(lambda: stable_with(broker.bootstrap, group, members), "Stable, 3", timeout=30)
 
         moved: set[int] = set()
         for member, owned_before, count in zip(first, before, seen, strict=True):
@@ -458,13 +455,13 @@ def test_every_record_is_processed_exactly_once_across_rebalances(
     members = [member(), member()]
     try:
         # Each change lands while records remain, so partitions move mid-stream.
-        wait_until(lambda: processed() >= 500, 30, "500 records processed")
+        wait_until(lambda: processed() >= 500, "500 records processed", timeout=30)
         members.append(member())  # rebalance: 2 → 3
-        wait_until(lambda: bool(members[2].processed), 30, "the third consumer processes")
+        wait_until(lambda: bool(members[2].processed), "the third consumer processes", timeout=30)
         members[0].close()  # rebalance: 3 → 2
-        wait_until(lambda: processed() >= 2000, 30, "2000 records processed")
+        wait_until(lambda: processed() >= 2000, "2000 records processed", timeout=30)
         members.append(member())  # rebalance: 2 → 3
-        wait_until(lambda: processed() >= count, 60, "every record processed")
+        wait_until(lambda: processed() >= count, "every record processed", timeout=60)
         assert processed() < 2 * count
         # No record still in flight could be handed out twice once every member has closed.
         close_all(members)
@@ -496,15 +493,17 @@ def test_a_static_member_that_returns_within_its_session_causes_no_rebalance(
     leader = GroupMember(broker.bootstrap, group, topic).start()
     members = [leader]
     try:
-        wait_until(lambda: leader.owned == ALL_PARTITIONS, 30, "the leader owns every partition")
+        wait_until(
+            lambda: leader.owned == ALL_PARTITIONS, "the leader owns every partition", timeout=30
+        )
         first = GroupMember(broker.bootstrap, group, topic, config=static).start()
         members.append(first)
         wait_until(
             lambda: split_evenly(owned_by(members)),
-            30,
             "two consumers own three partitions each",
+            timeout=30,
         )
-        wait_until(lambda: stable_with(broker.bootstrap, group, members), 30, "Stable, 2")
+        wait_until(lambda: stable_with(broker.bootstrap, group, members), "Stable, 2", timeout=30)
         [described] = [m for m in describe(broker.bootstrap, group).members if m.group_instance_id]
         assert (described.member_id, described.group_instance_id) == (first.member_id, "static-a")
         partitions, leader_events = first.owned, len(leader.events)
@@ -517,7 +516,7 @@ def test_a_static_member_that_returns_within_its_session_causes_no_rebalance(
 
         again = GroupMember(broker.bootstrap, group, topic, config=static).start()
         members.append(again)
-        wait_until(lambda: bool(again.owned), 30, "the returning member gets partitions")
+        wait_until(lambda: bool(again.owned), "the returning member gets partitions", timeout=30)
         assert again.assignments() == [partitions]
         # Only time passing can show that nothing else happens: wait out the closed
         # member's session, which would have expired by now had it not been replaced.
@@ -543,22 +542,24 @@ def test_a_static_leader_that_returns_within_its_session_causes_no_rebalance(
     leader = GroupMember(broker.bootstrap, group, topic, config=static).start()
     members = [leader]
     try:
-        wait_until(lambda: leader.owned == ALL_PARTITIONS, 30, "the leader owns every partition")
+        wait_until(
+            lambda: leader.owned == ALL_PARTITIONS, "the leader owns every partition", timeout=30
+        )
         follower = GroupMember(broker.bootstrap, group, topic).start()
         members.append(follower)
         wait_until(
             lambda: split_evenly(owned_by(members)),
-            30,
             "two consumers own three partitions each",
+            timeout=30,
         )
-        wait_until(lambda: stable_with(broker.bootstrap, group, members), 30, "Stable, 2")
+        wait_until(lambda: stable_with(broker.bootstrap, group, members), "Stable, 2", timeout=30)
         partitions, follower_events = leader.owned, len(follower.events)
 
         leader.close()  # a static member sends no LeaveGroup: it keeps its place
         closed_at = time.monotonic()
         again = GroupMember(broker.bootstrap, group, topic, config=static).start()
         members.append(again)
-        wait_until(lambda: bool(again.owned), 30, "the returning leader gets partitions")
+        wait_until(lambda: bool(again.owned), "the returning leader gets partitions", timeout=30)
         assert again.assignments() == [partitions]
         # Only time passing can show that nothing else happens: wait out the closed
         # leader's session, which would have expired by now had it not been replaced.
@@ -590,7 +591,9 @@ def test_the_initial_rebalance_delay_holds_back_the_first_assignment(
     create_topic(delayed_broker.bootstrap, topic)
     member = GroupMember(delayed_broker.bootstrap, group, topic).start()
     try:
-        wait_until(lambda: member.owned == ALL_PARTITIONS, 30, "the consumer owns everything")
+        wait_until(
+            lambda: member.owned == ALL_PARTITIONS, "the consumer owns everything", timeout=30
+        )
         assert member.events[0].at - member.subscribed_at >= 1.5
     finally:
         member.close()
@@ -607,10 +610,12 @@ def test_consumers_starting_within_the_initial_delay_share_the_first_generation(
     try:
         wait_until(
             lambda: split_evenly(owned_by(members)),
-            30,
             "three consumers own two partitions each",
+            timeout=30,
         )
-        wait_until(lambda: stable_with(delayed_broker.bootstrap, group, members), 30, "Stable")
+        wait_until(
+            lambda: stable_with(delayed_broker.bootstrap, group, members), "Stable", timeout=30
+        )
         for member in members:
             # One assignment and no revocation: the first generation was the only one.
             assert member.assignments() == [member.owned]
@@ -636,7 +641,7 @@ def test_committed_offsets_and_the_group_survive_a_broker_restart(
         ).start()
         for _ in range(2)
     ]
-    wait_until(lambda: all(m.closed for m in members), 60, "both consumers stop after 50")
+    wait_until(lambda: all(m.closed for m in members), "both consumers stop after 50", timeout=60)
     close_all(members)
     positions: dict[int, int] = dict.fromkeys(range(partitions), 0)
     for partition, offset, _ in sorted(p for m in members for p in m.processed):
@@ -659,7 +664,7 @@ def test_committed_offsets_and_the_group_survive_a_broker_restart(
     resumed = GroupMember(broker.bootstrap, group, topic).start()
     try:
         remaining = partitions * per_partition - consumed
-        wait_until(lambda: len(resumed.processed) >= remaining, 30, "the rest is consumed")
+        wait_until(lambda: len(resumed.processed) >= remaining, "the rest is consumed", timeout=30)
         first_offsets: dict[int, int] = {}
         for partition, offset, _ in resumed.processed:
             first_offsets.setdefault(partition, offset)

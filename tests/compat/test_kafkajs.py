@@ -42,7 +42,7 @@ def run_step(broker: BrokerProcess, step: str, name: str) -> Any:
     node = shutil.which("node")
     assert node and (PROGRAM.parent / "node_modules" / "kafkajs").is_dir(), (
         "Node.js or KafkaJS is missing: `make test` installs nodejs and npm (Debian "
-        "packages) and runs `npm ci` in tests/integration/kafkajs"
+        "packages) and runs `npm ci` in tests/compat/kafkajs"
     )
     done = subprocess.run(
         [node, str(PROGRAM), f"127.0.0.1:{broker.port}", step, name],

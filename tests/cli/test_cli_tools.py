@@ -25,6 +25,7 @@ from confluent_kafka import Consumer, ConsumerGroupState, Producer, TopicPartiti
 from confluent_kafka.admin import AdminClient
 
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -144,13 +145,12 @@ def wait_until_empty(broker: BrokerProcess, group: str) -> None:
     """Wait for the coordinator to have handled the member's LeaveGroup (confluent-kafka's
     close() need not wait for its answer)."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap, **QUIET})
-    deadline = time.monotonic() + JOIN_TIMEOUT_S
-    while True:
+
+    def empty() -> bool:
         (future,) = admin.describe_consumer_groups([group]).values()
-        if future.result(10).state == ConsumerGroupState.EMPTY:
-            return
-        assert time.monotonic() < deadline, f"group {group} still has members"
-        time.sleep(0.05)
+        return bool(future.result(10).state == ConsumerGroupState.EMPTY)
+
+    wait_until(empty, f"group {group} to have no members", timeout=JOIN_TIMEOUT_S)
 
 
 def committed(broker: BrokerProcess, group: str, topic: str) -> list[int]:

@@ -12,7 +12,6 @@ import pytest
 from tests.zk_brokers import (
     Broker,
     create_topic,
-    eventually,
     one_active,
     run,
     seen_by_controller,
@@ -23,6 +22,7 @@ from tests.zk_brokers import (
 from samsa.cluster import zk_data
 from samsa.cluster.kafka_zk import ControllerMovedError
 from samsa.cluster.zk_data import NO_LEADER
+from samsa.testing.waiting import wait_until_async
 from samsa.types import TopicPartition
 
 
@@ -119,7 +119,9 @@ def test_a_partition_whose_isr_died_waits_for_an_isr_member_not_a_live_replica(
             await wait_for_state(observer.zk, "t", 0, NO_LEADER, (1,))
             two = await Broker(zk_connect, 2).start()
             brokers.append(two)
-            await eventually(lambda: seen_by_controller(observer, 2), "broker 2 seen")
+            await wait_until_async(
+                lambda: seen_by_controller(observer, 2), "broker 2 seen", timeout=15
+            )
             await observer.controller.wait_idle()
             state = await state_of(observer.zk, "t", 0)
             assert state is not None and (state.leader, state.isr) == (NO_LEADER, (1,))
@@ -195,7 +197,7 @@ def test_a_topic_marked_for_deletion_is_removed_from_zookeeper(zk_connect: str) 
                     and await broker.zk.get_topics_to_delete() == []
                 )
 
-            await eventually(gone, "topic doomed deleted")
+            await wait_until_async(gone, "topic doomed deleted", timeout=15)
         finally:
             await broker.die()
 

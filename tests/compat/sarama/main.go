@@ -1,5 +1,5 @@
 // Command sarama-check drives a samsa broker with Sarama (Debian's golang-github-shopify-sarama-dev,
-// 1.22) and prints one JSON object a line for tests/integration/test_sarama.py to assert on.
+// 1.22) and prints one JSON object a line for tests/compat/test_sarama.py to assert on.
 //
 // Sarama's default configuration (Version V0_8_2_0) is used unless -version names another;
 // only what Sarama requires for the API used is set (Producer.Return.Successes for a

@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 
-from tests.zk_brokers import Broker, create_topic, eventually, one_active, run
+from tests.zk_brokers import Broker, create_topic, one_active, run
 
 from samsa.cluster.zk_data import BrokerRegistration, LeaderAndIsr
 from samsa.cluster.zk_metadata import ZkMetadataCache
+from samsa.testing.waiting import wait_until_async
 from samsa.types import TopicPartition
 
 
@@ -56,7 +57,7 @@ def test_the_cache_sees_new_topics_leaders_moving_and_deletions_in_order(zk_conn
                     -1
                 ][3:] == (leader, isr)
 
-            await eventually(lambda: led_by(2, (2, 1)), "orders-0 led by 2")
+            await wait_until_async(lambda: led_by(2, (2, 1)), "orders-0 led by 2", timeout=15)
             assert cache.leader(TopicPartition("orders", 0)) == 2
             orders = cache.get("orders")
             assert orders is not None and cache.by_id(orders.topic_id) == orders
@@ -66,7 +67,9 @@ def test_the_cache_sees_new_topics_leaders_moving_and_deletions_in_order(zk_conn
             second = next(b for b in brokers if b.broker_id == 2)
             await second.die()
             brokers.remove(second)
-            await eventually(lambda: led_by(1, (1,)), "orders-0 led by 1 after broker 2 died")
+            await wait_until_async(
+                lambda: led_by(1, (1,)), "orders-0 led by 1 after broker 2 died", timeout=15
+            )
             assert cache.leadership_changes > changes
             assert ("brokers", (1,)) in recorder.calls
 
@@ -75,7 +78,7 @@ def test_the_cache_sees_new_topics_leaders_moving_and_deletions_in_order(zk_conn
             async def deleted() -> bool:
                 return ("deleted", "orders") in recorder.calls
 
-            await eventually(deleted, "orders deleted")
+            await wait_until_async(deleted, "orders deleted", timeout=15)
             assert TopicPartition("orders", 0) not in cache.states
             assert cache.by_id(orders.topic_id) is None
         finally:
@@ -99,12 +102,12 @@ def test_a_partition_added_to_a_topic_reaches_the_cache(zk_connect: str) -> None
             async def has(tp: str) -> bool:
                 return bool(recorder.partitions(tp))
 
-            await eventually(lambda: has("t-0"), "t-0 seen")
+            await wait_until_async(lambda: has("t-0"), "t-0 seen", timeout=15)
             assignment = await broker.zk.get_topic("t")
             assert assignment is not None
             grown = type(assignment)("t", assignment.topic_id, {0: (1,), 1: (1,)})
             await broker.zk.set_topic_assignment(grown)
-            await eventually(lambda: has("t-1"), "t-1 seen")
+            await wait_until_async(lambda: has("t-1"), "t-1 seen", timeout=15)
         finally:
             await cache.stop()
             await broker.die()
@@ -126,13 +129,15 @@ def test_leaders_may_take_into_an_isr_only_registered_brokers_not_shutting_down(
             async def stopping() -> bool:
                 return _barred(cache) == {2, 4}
 
-            await eventually(stopping, "broker 2 barred while it stops")
+            await wait_until_async(stopping, "broker 2 barred while it stops", timeout=15)
             await brokers[2].die()
 
             async def gone() -> bool:
                 return _barred(cache) == {2, 3, 4}
 
-            await eventually(gone, "broker 3 barred once its registration is gone")
+            await wait_until_async(
+                gone, "broker 3 barred once its registration is gone", timeout=15
+            )
         finally:
             await cache.stop()
             for broker in brokers:

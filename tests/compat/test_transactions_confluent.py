@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.integration.txn_copier import copy_topic, end_offsets
+from tests.compat.txn_copier import copy_topic, end_offsets
 from tests.rawclient import exchange
 
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until
 
 QUIET = {"log_level": 3}
 COPIER_SCRIPT = Path(__file__).with_name("txn_copier.py")
@@ -64,14 +65,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.05)
 
 
 def timed_out(started: float, timeout_ms: int) -> bool:
@@ -207,7 +200,7 @@ class Script:
             assert found or not exited, f"the script exited with {self.process.returncode}"
             return found
 
-        wait_until(printed, timeout, f"the script reports {event!r}")
+        wait_until(printed, f"the script reports {event!r}", timeout=timeout)
         return next(r for r in self.reports if r["event"] == event)
 
     def wait(self, timeout: float) -> int:
@@ -353,8 +346,8 @@ def test_a_hanging_transaction_is_aborted_after_its_timeout_and_releases_the_par
 
     wait_until(
         lambda: high_watermark(broker.bootstrap, topic, 0, READ_COMMITTED) == 31,
-        timeout_ms / 1000 + HANG_S,
         "the coordinator aborts the transaction (its marker is offset 30)",
+        timeout=timeout_ms / 1000 + HANG_S,
     )
     assert timed_out(started, timeout_ms)
     assert values(read_all(broker.bootstrap, topic, READ_COMMITTED)[0]) == after
@@ -453,8 +446,8 @@ def test_a_transaction_left_open_across_a_broker_crash_is_aborted_after_its_time
         lambda: all(
             high_watermark(broker.bootstrap, topic, p, READ_COMMITTED) == 11 for p in (0, 1)
         ),
-        timeout_ms / 1000 + HANG_S,
         "the reloaded transaction is aborted on both partitions (markers at offset 10)",
+        timeout=timeout_ms / 1000 + HANG_S,
     )
     assert timed_out(started, timeout_ms)
     state = describe_transaction(broker.bootstrap, transactional_id)

@@ -1,5 +1,5 @@
 // samsa's test program on KafkaJS: `node check.js <bootstrap> <step> <name>` runs one step
-// against a broker and prints one JSON object (tests/integration/test_kafkajs.py reads it).
+// against a broker and prints one JSON object (tests/compat/test_kafkajs.py reads it).
 "use strict";
 const { Kafka, logLevel, CompressionTypes, ConfigResourceTypes } = require("kafkajs");
 

@@ -14,7 +14,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
@@ -31,6 +31,7 @@ from kafka.coordinator.assignors.range import RangePartitionAssignor as KafkaPyt
 from tests.rawclient import exchange
 
 from samsa.testing import BrokerProcess, start_broker
+from samsa.testing.waiting import wait_until, wait_until_async
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -111,14 +112,6 @@ ROUND_2 = {0: 2, 1: 3, 2: 1, 3: 2}
 ROUND_3 = {0: 1, 1: 2, 2: 3, 3: 1}
 
 
-def _wait_until(condition: Callable[[], bool], what: str, step: Callable[[], object]) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        step()
-
-
 # -- kafka-python -----------------------------------------------------------------------------
 
 
@@ -168,7 +161,9 @@ def _kafka_python_poll_until(consumers: list[KafkaConsumer], count: int) -> list
             for records in consumer.poll(timeout_ms=POLL_MS).values():
                 got += [(r.partition, r.offset, r.value) for r in records]
 
-    _wait_until(lambda: sum(map(len, received)) >= count, f"{count} records", step)
+    wait_until(
+        lambda: sum(map(len, received)) >= count, f"{count} records", timeout=DEADLINE_S, step=step
+    )
     return received
 
 
@@ -194,10 +189,11 @@ def test_kafka_python_members_split_partitions_and_resume_from_commits(
     try:
         for i in range(2):
             members.append(_kafka_python_member(broker.bootstrap, group, topic, f"kp-{i}"))
-        _wait_until(
+        wait_until(
             lambda: _split_evenly([m.assignment() for m in members]),
             "two members to own two partitions each",
-            lambda: [m.poll(timeout_ms=POLL_MS) for m in members],
+            timeout=DEADLINE_S,
+            step=lambda: [m.poll(timeout_ms=POLL_MS) for m in members],
         )
         first = _produce(broker.bootstrap, topic, ROUND_1, "r1")
         received = _kafka_python_poll_until(members, len(first))
@@ -246,14 +242,6 @@ def _aiokafka_consumer(bootstrap: str, group: str, client_id: str) -> AIOKafkaCo
     )
 
 
-async def _async_wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 async def _aiokafka_poll_until(consumers: list[AIOKafkaConsumer], count: int) -> list[list[Record]]:
     received: list[list[Record]] = [[] for _ in consumers]
     deadline = time.monotonic() + DEADLINE_S
@@ -292,9 +280,11 @@ def test_aiokafka_members_split_partitions_and_resume_from_commits(
             for member in members:
                 await member.start()
                 member.subscribe([topic])
-            await _async_wait_until(
+            await wait_until_async(
                 lambda: _split_evenly([m.assignment() for m in members]),
                 "two members to own two partitions each",
+                timeout=DEADLINE_S,
+                interval=0.02,
             )
             first = await asyncio.to_thread(_produce, broker.bootstrap, topic, ROUND_1, "r1")
             received = await _aiokafka_poll_until(members, len(first))
@@ -430,21 +420,31 @@ def test_kafka_python_and_aiokafka_members_share_a_group(
             return list(kafka_python_got)
 
     async def scenario() -> None:
-        await _async_wait_until(lambda: len(owned()) == PARTITIONS, "kafka-python to own all")
+        await wait_until_async(
+            lambda: len(owned()) == PARTITIONS,
+            "kafka-python to own all",
+            timeout=DEADLINE_S,
+            interval=0.02,
+        )
         aio = _aiokafka_consumer(broker.bootstrap, group, "aiokafka")
         await aio.start()
         try:
             aio.subscribe([topic])
-            await _async_wait_until(
+            await wait_until_async(
                 lambda: _split_evenly([owned(), {tp.partition for tp in aio.assignment()}]),
                 "kafka-python and aiokafka to own two partitions each",
+                timeout=DEADLINE_S,
+                interval=0.02,
             )
             records = await asyncio.to_thread(_produce, broker.bootstrap, topic, ROUND_1, "r1")
             aio_owns = {tp.partition for tp in aio.assignment()}
             expected_aio = [r for r in records if r[0] in aio_owns]
             [aio_got] = await _aiokafka_poll_until([aio], len(expected_aio))
-            await _async_wait_until(
-                lambda: len(got()) >= len(records) - len(expected_aio), "kafka-python's records"
+            await wait_until_async(
+                lambda: len(got()) >= len(records) - len(expected_aio),
+                "kafka-python's records",
+                timeout=DEADLINE_S,
+                interval=0.02,
             )
             assert sorted(aio_got) == expected_aio
             assert sorted(got()) == [r for r in records if r[0] not in aio_owns]
@@ -652,10 +652,11 @@ def test_follower_sync_waits_for_the_leaders_assignment(
         assert needs_id.error_code.value == MEMBER_ID_REQUIRED
         follower_id = needs_id.member_id
         follower_join = pool.submit(_join, bootstrap, group, follower_id)
-        _wait_until(
+        wait_until(
             lambda: _group_state(bootstrap, group) == "PreparingRebalance",
             "the follower's join to start a rebalance",
-            lambda: time.sleep(0.02),
+            timeout=DEADLINE_S,
+            interval=0.02,
         )
         rejoined = _join(bootstrap, group, leader.member_id)
         follower = follower_join.result(DEADLINE_S)
@@ -683,8 +684,9 @@ def test_a_restored_member_that_never_returns_is_expired_after_its_session_timeo
     # The broker reloads the member from __consumer_offsets and starts its session anew;
     # with no heartbeat it leaves, and the group empties.
     assert _described(broker.bootstrap, group) == ("Stable", [member.member_id])
-    _wait_until(
+    wait_until(
         lambda: _described(broker.bootstrap, group) == ("Empty", []),
         "the restored member's session to expire",
-        lambda: time.sleep(0.05),
+        timeout=DEADLINE_S,
+        interval=0.05,
     )

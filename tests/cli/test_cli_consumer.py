@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from tests.integration.test_cli_tools import ok, samsa, table, unique
+from tests.cli.test_cli_tools import ok, samsa, table, unique
 
 from samsa.testing import BrokerProcess, start_broker
 
