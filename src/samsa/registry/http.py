@@ -15,13 +15,12 @@ logged and answered with a 500 whose body carries no traceback.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl
 
-from samsa.errors import ConfigError
+from samsa.tcp_listeners import TcpListeners
 
 log = logging.getLogger(__name__)
 
@@ -96,49 +95,18 @@ class HttpServer:
         self._error_body = error_body
         self.max_body_bytes = max_body_bytes
         self._name = name
-        self._servers: list[asyncio.Server] = []
-        self._clients: set[asyncio.Task[None]] = set()
-        self.bound: list[tuple[str, int]] = []
+        self._listeners = TcpListeners(self._connection, limit=MAX_HEADER_BYTES)
+        self.bound = self._listeners.bound
 
     async def listen(self, addresses: list[tuple[str, int]], config_key: str) -> None:
         """Bind every address (not serving yet: see :meth:`start_serving`)."""
-        for host, port in addresses:
-            try:
-                server = await asyncio.start_server(
-                    self._serve_client,
-                    host,
-                    port,
-                    start_serving=False,
-                    reuse_address=True,
-                    limit=MAX_HEADER_BYTES,
-                )
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot listen on {host}:{port} ({config_key}): "
-                    f"{exc.strerror or exc}; stop what uses that address or change {config_key}"
-                ) from exc
-            self._servers.append(server)
-            for sock in server.sockets:
-                bound_host, bound_port = sock.getsockname()[:2]
-                self.bound.append((bound_host, bound_port))
+        await self._listeners.listen(addresses, config_key)
 
     async def start_serving(self) -> None:
-        for server in self._servers:
-            await server.start_serving()
+        await self._listeners.start_serving()
 
     async def close(self) -> None:
-        for server in self._servers:
-            server.close()
-        for task in list(self._clients):
-            task.cancel()
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 5)
-
-    def _serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.get_running_loop().create_task(self._connection(reader, writer))
-        self._clients.add(task)
-        task.add_done_callback(self._clients.discard)
+        await self._listeners.close()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:

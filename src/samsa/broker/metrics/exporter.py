@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 
 from samsa.broker.metrics.collector import MetricsSource, SnapshotCollector, take_snapshot
-from samsa.errors import ConfigError
+from samsa.tcp_listeners import TcpListeners
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,8 @@ class MetricsExporter:
         self.registry.register(self._collector)
         ProcessCollector(registry=self.registry)
         self._scraping = asyncio.Lock()
-        self._servers: list[asyncio.Server] = []
-        self._clients: set[asyncio.Task[None]] = set()
-        self.bound: list[tuple[str, int]] = []
+        self._listeners = TcpListeners(self._answer, limit=MAX_HEADER_BYTES)
+        self.bound = self._listeners.bound
 
     async def scrape(self, accept: str = "") -> tuple[bytes, str]:
         """Every metric now, in the format an ``Accept`` header asks for (Prometheus's
@@ -63,46 +62,15 @@ class MetricsExporter:
 
     async def listen(self, addresses: list[tuple[str, int]]) -> None:
         """Bind every address (not serving yet: see :meth:`start_serving`)."""
-        for host, port in addresses:
-            try:
-                server = await asyncio.start_server(
-                    self._serve_client,
-                    host,
-                    port,
-                    start_serving=False,
-                    reuse_address=True,
-                    limit=MAX_HEADER_BYTES,
-                )
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot listen on {host}:{port} (metrics.listeners): "
-                    f"{exc.strerror or exc}; stop what uses that address or change "
-                    "metrics.listeners"
-                ) from exc
-            self._servers.append(server)
-            for sock in server.sockets:
-                bound_host, bound_port = sock.getsockname()[:2]
-                self.bound.append((bound_host, bound_port))
+        await self._listeners.listen(addresses, "metrics.listeners")
 
     async def start_serving(self) -> None:
-        for server in self._servers:
-            await server.start_serving()
+        await self._listeners.start_serving()
         for host, port in self.bound:
             log.info("serving metrics on http://%s:%d%s", _url_host(host), port, METRICS_PATH)
 
     async def close(self) -> None:
-        for server in self._servers:
-            server.close()
-        for task in list(self._clients):
-            task.cancel()
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 5)
-
-    def _serve_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.get_running_loop().create_task(self._answer(reader, writer))
-        self._clients.add(task)
-        task.add_done_callback(self._clients.discard)
+        await self._listeners.close()
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
