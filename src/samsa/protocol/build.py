@@ -116,6 +116,13 @@ _VERSIONED_MODULE = re.compile(r"kio\.schema\.(\w+)\.v\d+\.(\w+)")
 
 
 @functools.cache
+def _own_fields(cls: type) -> frozenset[str]:
+    """The field names of ``cls`` itself: enough for nearly every call, without importing
+    the other versions of its message (which :func:`known_fields` does, once per class)."""
+    return frozenset(f.name for f in fields(cls))
+
+
+@functools.cache
 def known_fields(cls: type) -> frozenset[str]:
     """The field names ``cls`` has in any version of its message (kio has one class per
     version: a response's ``throttle_time`` is known to its v0 class, which lacks it)."""
@@ -141,7 +148,11 @@ def build(cls: type, values: Mapping[str, Any], *, older_fields: bool = False) -
     ``older_fields`` (a request of a version older than kio's, read by
     :mod:`samsa.protocol.legacy`, may carry fields Kafka 4 no longer has: they are dropped).
     """
-    if not older_fields and not known_fields(cls).issuperset(values):
+    if (
+        not older_fields
+        and not _own_fields(cls).issuperset(values)
+        and not known_fields(cls).issuperset(values)
+    ):
         unknown = sorted(set(values) - known_fields(cls))
         raise UnknownFieldError(
             f"{cls.__module__}.{cls.__name__} has no field {', '.join(map(repr, unknown))} "
