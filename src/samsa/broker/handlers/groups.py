@@ -278,6 +278,8 @@ def register(
             return respond(header, {"throttle_time": 0, "groups": groups})
         answer = fetch_group(body.group_id, body.topics, stable)
         answer.pop("group_id")
+        for topic in answer["topics"]:
+            del topic["topic_id"]  # only v10 (a version of the grouped form) names ids
         return respond(header, {"throttle_time": 0, **answer})
 
     registry.add(ApiKey.FIND_COORDINATOR, 0, 6, find_coordinator)
