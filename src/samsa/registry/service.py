@@ -342,13 +342,7 @@ class RegistryService:
                         f"Subject '{subject}' was not deleted first before being permanently "
                         "deleted",
                     )  # fmt: skip
-                for entry in every:
-                    if self.state.referenced_by(subject, entry.version):
-                        raise RegistryError(
-                            422, errors.REFERENCE_EXISTS,
-                            f"One or more references exist to the schema {{subject={subject}, "
-                            f"version={entry.version}}}",
-                        )  # fmt: skip
+                self._refuse_referenced(subject, every)
                 await self.topic.write(
                     (records.noop_key(), records.noop_value(self.state.max_id)),
                     *[(records.schema_key(subject, e.version), None) for e in every],
@@ -360,13 +354,7 @@ class RegistryService:
                     f"Subject '{subject}' was soft deleted. Set permanent=true to delete "
                     "permanently",
                 )  # fmt: skip
-            for entry in live:
-                if self.state.referenced_by(subject, entry.version):
-                    raise RegistryError(
-                        422, errors.REFERENCE_EXISTS,
-                        f"One or more references exist to the schema {{subject={subject}, "
-                        f"version={entry.version}}}",
-                    )  # fmt: skip
+            self._refuse_referenced(subject, live)
             await self.topic.write(
                 *[(records.schema_key(subject, e.version), self._schema_value(e, deleted=True))
                   for e in live],
@@ -442,6 +430,16 @@ class RegistryService:
             previous = self.state.modes[subject]
             await self.topic.write((records.mode_key(subject), None))
         return previous
+
+    def _refuse_referenced(self, subject: str, entries: list[SubjectVersion]) -> None:
+        """A version another schema references may not be deleted (42206)."""
+        for entry in entries:
+            if self.state.referenced_by(subject, entry.version):
+                raise RegistryError(
+                    422, errors.REFERENCE_EXISTS,
+                    f"One or more references exist to the schema {{subject={subject}, "
+                    f"version={entry.version}}}",
+                )  # fmt: skip
 
     def _check_writable(self, subject: str) -> None:
         if self.mode(subject) in ("READONLY", "READONLY_OVERRIDE"):
