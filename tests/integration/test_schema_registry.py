@@ -489,6 +489,9 @@ def test_a_schema_referencing_another_subject_resolves_and_protects_it(
     with pytest.raises(SchemaRegistryError) as referenced:
         sr.delete_version(address_subject, 1)
     assert error_code(referenced) == (422, 42206)
+    with pytest.raises(SchemaRegistryError) as whole_subject:
+        sr.delete_subject(address_subject)
+    assert error_code(whole_subject) == (422, 42206)
 
 
 def test_an_unknown_reference_is_an_invalid_schema(
