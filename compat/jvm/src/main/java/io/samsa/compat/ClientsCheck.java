@@ -297,6 +297,32 @@ public final class ClientsCheck {
     }
 
     /** Two members of one group with {@code assignor} read the data topic and commit. */
+    /** The members subscribe to the data topic and poll until together they have read up to
+     * {@code ends}; each then commits what it read. */
+    private void readAndCommit(List<KafkaConsumer<String, String>> members,
+            Map<TopicPartition, Long> ends,
+            Map<TopicPartition, Map<Long, ConsumerRecord<String, String>>> received) {
+        for (KafkaConsumer<String, String> member : members) {
+            member.subscribe(List.of(dataTopic));
+        }
+        long deadline = System.nanoTime() + TIMEOUT.toNanos();
+        while (!groupDone(members, ends, received)) {
+            check(System.nanoTime() < deadline, "the group did not settle and read all "
+                    + COUNT + " records; assignments " + members.get(0).assignment() + " / "
+                    + members.get(1).assignment() + ", received " + count(received));
+            for (KafkaConsumer<String, String> member : members) {
+                for (ConsumerRecord<String, String> record : member.poll(Duration.ofMillis(100))) {
+                    received.computeIfAbsent(
+                            new TopicPartition(record.topic(), record.partition()),
+                            p -> new HashMap<>()).put(record.offset(), record);
+                }
+            }
+        }
+        for (KafkaConsumer<String, String> member : members) {
+            member.commitSync(Duration.ofSeconds(WAIT_S));
+        }
+    }
+
     private void consumerGroup(String assignor) throws Exception {
         check(!sent.isEmpty(), "nothing to read: producer.idempotent failed");
         String group = prefix + "-group-" + assignor;
@@ -311,25 +337,7 @@ public final class ClientsCheck {
         try (KafkaConsumer<String, String> first = consumer(group, extra);
                 KafkaConsumer<String, String> second = consumer(group, extra)) {
             List<KafkaConsumer<String, String>> members = List.of(first, second);
-            for (KafkaConsumer<String, String> member : members) {
-                member.subscribe(List.of(dataTopic));
-            }
-            long deadline = System.nanoTime() + TIMEOUT.toNanos();
-            while (!groupDone(members, ends, received)) {
-                check(System.nanoTime() < deadline, "the group did not settle and read all "
-                        + COUNT + " records; assignments " + first.assignment() + " / "
-                        + second.assignment() + ", received " + count(received));
-                for (KafkaConsumer<String, String> member : members) {
-                    for (ConsumerRecord<String, String> record : member.poll(Duration.ofMillis(100))) {
-                        received.computeIfAbsent(
-                                new TopicPartition(record.topic(), record.partition()),
-                                p -> new HashMap<>()).put(record.offset(), record);
-                    }
-                }
-            }
-            for (KafkaConsumer<String, String> member : members) {
-                member.commitSync(Duration.ofSeconds(WAIT_S));
-            }
+            readAndCommit(members, ends, received);
             for (Map.Entry<TopicPartition, Map<Long, ConsumerRecord<String, String>>> entry
                     : received.entrySet()) {
                 List<Sent> records = sent.get(entry.getKey().partition());
@@ -371,25 +379,7 @@ public final class ClientsCheck {
         try (KafkaConsumer<String, String> first = consumerProtocolMember(group, extra);
                 KafkaConsumer<String, String> second = consumerProtocolMember(group, extra)) {
             List<KafkaConsumer<String, String>> members = List.of(first, second);
-            for (KafkaConsumer<String, String> member : members) {
-                member.subscribe(List.of(dataTopic));
-            }
-            long deadline = System.nanoTime() + TIMEOUT.toNanos();
-            while (!groupDone(members, ends, received)) {
-                check(System.nanoTime() < deadline, "the group did not settle and read all "
-                        + COUNT + " records; assignments " + first.assignment() + " / "
-                        + second.assignment() + ", received " + count(received));
-                for (KafkaConsumer<String, String> member : members) {
-                    for (ConsumerRecord<String, String> record : member.poll(Duration.ofMillis(100))) {
-                        received.computeIfAbsent(
-                                new TopicPartition(record.topic(), record.partition()),
-                                p -> new HashMap<>()).put(record.offset(), record);
-                    }
-                }
-            }
-            for (KafkaConsumer<String, String> member : members) {
-                member.commitSync(Duration.ofSeconds(WAIT_S));
-            }
+            readAndCommit(members, ends, received);
             ConsumerGroupDescription description =
                     get(admin.describeConsumerGroups(List.of(group)).describedGroups().get(group));
             checkEqual(org.apache.kafka.common.GroupType.CONSUMER, description.type(),
